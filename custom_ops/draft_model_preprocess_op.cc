@@ -1,0 +1,138 @@
+// Paddle binding of draft_model_preprocess: boundary checks, raw views, and
+// dispatch to the CPU loop or the CUDA kernel. The rules themselves live in
+// mtp_bookkeeping.h; the registered signature is checked against
+// fastdeploy_mtp/signature.py by `python -m fastdeploy_mtp check`.
+#include "gpu_record.h"
+#include "mtp_bookkeeping.h"
+#include "mtp_errors.h"
+#include "tensor_checks.h"
+#ifdef PADDLE_WITH_CUDA
+#include "mtp_kernels.h"
+#endif
+
+namespace {
+
+constexpr const char* kOp = "draft_model_preprocess";
+
+void raise_if_failed(const mtp::ErrorRecord& r) {
+  if (r.code != mtp::kOk) PD_THROW(mtp::describe_failure(kOp, r));
+}
+
+}  // namespace
+
+void DraftModelPreprocess(paddle::Tensor& draft_tokens, paddle::Tensor& input_ids,
+                          paddle::Tensor& stop_flags, paddle::Tensor& seq_lens_this_time,
+                          paddle::Tensor& seq_lens_encoder, paddle::Tensor& seq_lens_decoder,
+                          paddle::Tensor& step_idx, paddle::Tensor& not_need_stop,
+                          paddle::Tensor& is_block_step, paddle::Tensor& batch_drop,
+                          paddle::Tensor& pre_ids, paddle::Tensor& mask_rollback,
+                          const paddle::Tensor& accept_tokens, const paddle::Tensor& accept_num,
+                          const paddle::Tensor& base_model_seq_lens_this_time,
+                          const paddle::Tensor& base_model_seq_lens_encoder,
+                          const paddle::Tensor& base_model_seq_lens_decoder,
+                          const paddle::Tensor& base_model_step_idx,
+                          const paddle::Tensor& base_model_stop_flags,
+                          const paddle::Tensor& base_model_is_block_step,
+                          paddle::Tensor& base_model_draft_tokens, int num_model_step,
+                          bool truncate_first_token, bool splitwise_prefill,
+                          bool kvcache_scheduler_v1) {
+  using paddle::DataType;
+  PD_CHECK(num_model_step >= 1, kOp, ": num_model_step must be >= 1, got ", num_model_step);
+  mtp::ArgChecker c(kOp);
+  const int64_t bsz = c.length_only(seq_lens_this_time, "seq_lens_this_time");
+  c.vector(seq_lens_this_time, "seq_lens_this_time", DataType::INT32, bsz);
+  const int64_t D = c.matrix(draft_tokens, "draft_tokens", DataType::INT64, bsz);
+  const int64_t L = c.matrix(input_ids, "input_ids", DataType::INT64, bsz);
+  c.vector(stop_flags, "stop_flags", DataType::BOOL, bsz);
+  c.vector(seq_lens_encoder, "seq_lens_encoder", DataType::INT32, bsz);
+  c.vector(seq_lens_decoder, "seq_lens_decoder", DataType::INT32, bsz);
+  c.vector(step_idx, "step_idx", DataType::INT64, bsz);
+  c.vector(is_block_step, "is_block_step", DataType::BOOL, bsz);
+  c.vector(batch_drop, "batch_drop", DataType::BOOL, bsz);
+  const int64_t P = c.matrix(pre_ids, "pre_ids", DataType::INT64, bsz);
+  c.vector(mask_rollback, "mask_rollback", DataType::INT32, bsz);
+  const int64_t A = c.matrix(accept_tokens, "accept_tokens", DataType::INT64, bsz);
+  c.vector(accept_num, "accept_num", DataType::INT32, bsz);
+  c.vector(base_model_seq_lens_this_time, "base_model_seq_lens_this_time", DataType::INT32, bsz);
+  c.vector(base_model_seq_lens_encoder, "base_model_seq_lens_encoder", DataType::INT32, bsz);
+  c.vector(base_model_seq_lens_decoder, "base_model_seq_lens_decoder", DataType::INT32, bsz);
+  c.vector(base_model_step_idx, "base_model_step_idx", DataType::INT64, bsz);
+  c.vector(base_model_stop_flags, "base_model_stop_flags", DataType::BOOL, bsz);
+  c.vector(base_model_is_block_step, "base_model_is_block_step", DataType::BOOL, bsz);
+  const int64_t Db =
+      c.matrix(base_model_draft_tokens, "base_model_draft_tokens", DataType::INT64, bsz);
+  c.host_or_device_flag(not_need_stop, "not_need_stop");
+
+  const mtp::PreprocessTensors t{
+      draft_tokens.data<int64_t>(),        D,
+      input_ids.data<int64_t>(),           L,
+      stop_flags.data<bool>(),
+      seq_lens_this_time.data<int32_t>(),
+      seq_lens_encoder.data<int32_t>(),
+      seq_lens_decoder.data<int32_t>(),
+      step_idx.data<int64_t>(),
+      is_block_step.data<bool>(),
+      batch_drop.data<bool>(),
+      pre_ids.data<int64_t>(),             P,
+      mask_rollback.data<int32_t>(),
+      accept_tokens.data<int64_t>(),       A,
+      accept_num.data<int32_t>(),
+      base_model_seq_lens_decoder.data<int32_t>(),
+      base_model_step_idx.data<int64_t>(),
+      base_model_stop_flags.data<bool>(),
+      base_model_is_block_step.data<bool>(),
+      base_model_draft_tokens.data<int64_t>(), Db,
+  };
+  const mtp::PreprocessAttrs attrs{num_model_step, truncate_first_token, splitwise_prefill,
+                                   kvcache_scheduler_v1};
+
+  if (c.place().GetType() == phi::AllocationType::CPU) {
+    const mtp::ErrorRecord r = mtp::preprocess_batch(t, attrs, bsz);
+    raise_if_failed(r);
+    *not_need_stop.data<bool>() = r.any_running != 0;
+    return;
+  }
+#ifdef PADDLE_WITH_CUDA
+  cudaStream_t stream = draft_tokens.stream();
+  mtp::RecordBuffers& rec = mtp::record_buffers(c.place(), kOp);
+  const bool flag_on_host = not_need_stop.is_cpu();
+  mtp::cuda_check(mtp::launch_preprocess(t, attrs, bsz,
+                                         flag_on_host ? nullptr : not_need_stop.data<bool>(),
+                                         rec.device, stream),
+                  kOp, "kernel launch");
+  if (!flag_on_host) return;  // asynchronous: errors wait on the device for the next sync
+  const mtp::ErrorRecord r = mtp::read_record(rec, stream, kOp);
+  raise_if_failed(r);
+  *not_need_stop.data<bool>() = r.any_running != 0;
+#else
+  PD_THROW(kOp, ": this build has no CUDA support; tensors are on ", c.place().DebugString());
+#endif
+}
+
+PD_BUILD_OP(draft_model_preprocess)
+    .Inputs({"draft_tokens", "input_ids", "stop_flags", "seq_lens_this_time",
+             "seq_lens_encoder", "seq_lens_decoder", "step_idx", "not_need_stop",
+             "is_block_step", "batch_drop", "pre_ids", "mask_rollback", "accept_tokens",
+             "accept_num", "base_model_seq_lens_this_time", "base_model_seq_lens_encoder",
+             "base_model_seq_lens_decoder", "base_model_step_idx", "base_model_stop_flags",
+             "base_model_is_block_step", "base_model_draft_tokens"})
+    .Outputs({"draft_tokens_out", "input_ids_out", "stop_flags_out", "seq_lens_this_time_out",
+              "seq_lens_encoder_out", "seq_lens_decoder_out", "step_idx_out",
+              "not_need_stop_out", "is_block_step_out", "batch_drop_out", "pre_ids_out",
+              "mask_rollback_out", "base_model_draft_tokens_out"})
+    .Attrs({"num_model_step: int", "truncate_first_token: bool", "splitwise_prefill: bool",
+            "kvcache_scheduler_v1: bool"})
+    .SetInplaceMap({{"draft_tokens", "draft_tokens_out"},
+                    {"input_ids", "input_ids_out"},
+                    {"stop_flags", "stop_flags_out"},
+                    {"seq_lens_this_time", "seq_lens_this_time_out"},
+                    {"seq_lens_encoder", "seq_lens_encoder_out"},
+                    {"seq_lens_decoder", "seq_lens_decoder_out"},
+                    {"step_idx", "step_idx_out"},
+                    {"not_need_stop", "not_need_stop_out"},
+                    {"is_block_step", "is_block_step_out"},
+                    {"batch_drop", "batch_drop_out"},
+                    {"pre_ids", "pre_ids_out"},
+                    {"mask_rollback", "mask_rollback_out"},
+                    {"base_model_draft_tokens", "base_model_draft_tokens_out"}})
+    .SetKernelFn(PD_KERNEL(DraftModelPreprocess));

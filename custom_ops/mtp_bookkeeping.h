@@ -1,0 +1,369 @@
+// The per-request rules of ../shared/spec/mtp-bookkeeping.md, written once.
+//
+// Plain C++ with no Paddle in it: the CPU loop (mtp_cpu.cc) and the CUDA
+// kernels (mtp_kernels.cu) both call these functions, so the CPU tests
+// exercise exactly the code the GPU runs.
+//
+// Each op is split into three steps per request:
+//   plan  - read the request's state and decide everything (no writes);
+//   check - validate the plan against the tensor bounds (no writes);
+//   apply - write the plan.
+// The callers run plan+check over the whole batch first and apply only if no
+// request failed, which is what makes the ops all-or-nothing.
+#pragma once
+
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define MTP_HD __host__ __device__ __forceinline__
+#else
+#define MTP_HD inline
+#endif
+
+namespace mtp {
+
+// Why a request was refused. The values travel from the GPU to the host in the
+// error record, and mtp_errors.h turns them into a message.
+enum Check : int32_t {
+  kOk = 0,
+  // draft_model_preprocess
+  kFirstTokenOutsideInputIds = 1,  // v: column, input_ids columns, seq_lens_encoder
+  kNoAcceptTokensColumn = 2,       // v: accept_tokens columns
+  kNoPreIdsColumn = 3,             // v: pre_ids columns
+  kAcceptNumOutOfRange = 4,        // v: accept_num, accept_tokens columns, draft_tokens columns
+  kPreIdsWindowOutside = 5,        // v: first, end, pre_ids columns, base_model_step_idx
+  kNegativeSeqLensDecoder = 6,     // v: new value, seq_lens_decoder, base_model_seq_lens_decoder, accept_num
+  kNegativeSeqLensEncoder = 7,     // v: seq_lens_encoder
+  // update_attn_mask_offsets
+  kNegativeSeqLensThisTime = 8,    // v: seq_lens_this_time
+  kTokensOutsideIds = 9,           // v: cu_seqlens_q, seq_lens_this_time, tokens in ids_remove_padding
+  kTokensPastMaskFull = 10,        // v: seq_lens_this_time, attn_mask_offsets_full columns
+  kTokensPastDecodeStates = 11,    // v: seq_lens_this_time, decode_states columns
+  kNegativeLength = 12,            // v: seq_lens_encoder, seq_lens_decoder
+};
+
+struct Failure {
+  int32_t code;
+  int64_t v[4];
+};
+
+MTP_HD Failure ok() { return Failure{kOk, {0, 0, 0, 0}}; }
+MTP_HD Failure fail(int32_t code, int64_t a, int64_t b = 0, int64_t c = 0, int64_t d = 0) {
+  return Failure{code, {a, b, c, d}};
+}
+
+// ---------------------------------------------------------------------------
+// draft_model_preprocess
+// ---------------------------------------------------------------------------
+
+// Raw views of the op's tensors. Per-request vectors are indexed [i]; 2-D
+// tensors are row-major with the given number of columns.
+struct PreprocessTensors {
+  int64_t* draft_tokens;  int64_t draft_cols;
+  int64_t* input_ids;     int64_t input_cols;
+  bool* stop_flags;
+  int32_t* seq_lens_this_time;
+  int32_t* seq_lens_encoder;
+  int32_t* seq_lens_decoder;
+  int64_t* step_idx;
+  bool* is_block_step;
+  bool* batch_drop;
+  int64_t* pre_ids;       int64_t pre_cols;
+  int32_t* mask_rollback;
+  const int64_t* accept_tokens;  int64_t accept_cols;
+  const int32_t* accept_num;
+  const int32_t* base_seq_lens_decoder;
+  const int64_t* base_step_idx;
+  const bool* base_stop_flags;
+  const bool* base_is_block_step;
+  int64_t* base_draft_tokens;    int64_t base_draft_cols;
+};
+
+struct PreprocessAttrs {
+  int32_t num_model_step;
+  bool truncate_first_token;
+  bool splitwise_prefill;
+  bool kvcache_scheduler_v1;
+};
+
+// Everything request i will become. Scalars hold the new values.
+struct PreprocessPlan {
+  bool running;           // counts towards not_need_stop
+  bool prefill;           // running with E > 0: the first token is placed
+  bool stop_flag;
+  bool is_block_step;
+  bool batch_drop;
+  bool write_pre_ids0;    // pre_ids[i, 0] = t (normal-mode prefill)
+  bool clear_base_draft;  // base_model_draft_tokens[i, 1:] = -1 (normal mode)
+  int32_t this_time;
+  int32_t encoder;
+  int64_t decoder;        // 64-bit so a rollback below zero is seen, not wrapped
+  int64_t step_idx;
+  int64_t first_token_col;  // input_ids column for t when prefill
+  int32_t accepted;         // tokens copied into draft_tokens and pre_ids (decode)
+  int64_t pre_ids_first;    // base_model_step_idx - accepted
+  int32_t old_decoder;
+};
+
+MTP_HD void plan_first_token(PreprocessPlan& p, int32_t E, bool truncate) {
+  p.prefill = true;
+  p.first_token_col = truncate ? E - 1 : E;
+  p.this_time = truncate ? E : E + 1;
+}
+
+MTP_HD void plan_not_running(PreprocessPlan& p) {
+  p.running = false;
+  p.stop_flag = true;
+  p.this_time = 0;
+  p.decoder = 0;
+  p.encoder = 0;
+}
+
+MTP_HD PreprocessPlan plan_preprocess(const PreprocessTensors& t, const PreprocessAttrs& a,
+                                      int64_t i) {
+  PreprocessPlan p;
+  const int32_t E = t.seq_lens_encoder[i];
+  const int32_t S = t.seq_lens_decoder[i];
+  p.running = false;
+  p.prefill = false;
+  p.stop_flag = t.stop_flags[i];
+  p.is_block_step = t.is_block_step[i];
+  p.batch_drop = t.batch_drop[i];
+  p.write_pre_ids0 = false;
+  p.clear_base_draft = !a.splitwise_prefill;
+  p.this_time = t.seq_lens_this_time[i];
+  p.encoder = E;
+  p.decoder = S;
+  p.old_decoder = S;
+  p.step_idx = t.step_idx[i];
+  p.first_token_col = -1;
+  p.accepted = 0;
+  p.pre_ids_first = 0;
+
+  if (a.splitwise_prefill) {
+    if (E > 0) {
+      p.running = true;
+      p.stop_flag = false;
+      plan_first_token(p, E, a.truncate_first_token);
+    } else {
+      plan_not_running(p);
+    }
+    return p;
+  }
+
+  const bool base_stop = t.base_stop_flags[i];
+  const bool base_block = t.base_is_block_step[i];
+  if (base_stop && base_block) {
+    p.stop_flag = true;
+    if (a.kvcache_scheduler_v1) {
+      p.is_block_step = true;  // parked: it resumes later
+    } else {
+      p.batch_drop = true;
+    }
+  }
+  if (base_stop || p.batch_drop) {
+    plan_not_running(p);
+    return p;
+  }
+  p.running = true;
+  if (E > 0) {
+    p.stop_flag = false;
+    p.write_pre_ids0 = true;
+    plan_first_token(p, E, a.truncate_first_token);
+    return p;
+  }
+  // Decode (E == 0; a negative E is refused by check_preprocess).
+  if (a.kvcache_scheduler_v1 && !base_block && p.is_block_step) p.is_block_step = false;
+  const int32_t acc = t.accept_num[i];
+  if (p.stop_flag) {
+    // The draft stopped while the base model went on: re-sync from the base.
+    p.stop_flag = false;
+    p.decoder = (int64_t)t.base_seq_lens_decoder[i] - acc;
+    p.step_idx = t.base_step_idx[i] - acc;
+  } else {
+    // Roll back the positions the extra substeps wrote.
+    p.decoder = (int64_t)S - (a.num_model_step - 1);
+    p.step_idx -= a.num_model_step - 1;
+  }
+  p.accepted = acc;
+  p.pre_ids_first = t.base_step_idx[i] - acc;
+  p.this_time = acc;
+  return p;
+}
+
+MTP_HD Failure check_preprocess(const PreprocessTensors& t, const PreprocessPlan& p, int64_t i) {
+  if (!p.running) return ok();
+  if (p.prefill) {
+    // Reads accept_tokens[i, 0], writes input_ids[i, col] (and pre_ids[i, 0]).
+    const int32_t E = t.seq_lens_encoder[i];
+    if (t.accept_cols < 1) return fail(kNoAcceptTokensColumn, t.accept_cols);
+    if (p.first_token_col >= t.input_cols)
+      return fail(kFirstTokenOutsideInputIds, p.first_token_col, t.input_cols, E);
+    if (p.write_pre_ids0 && t.pre_cols < 1) return fail(kNoPreIdsColumn, t.pre_cols);
+    return ok();
+  }
+  const int32_t E = t.seq_lens_encoder[i];
+  if (E < 0) return fail(kNegativeSeqLensEncoder, E);
+  const int32_t acc = p.accepted;
+  const int64_t max_acc = t.accept_cols < t.draft_cols ? t.accept_cols : t.draft_cols;
+  if (acc < 0 || acc > max_acc) return fail(kAcceptNumOutOfRange, acc, t.accept_cols, t.draft_cols);
+  if (acc > 0 && (p.pre_ids_first < 0 || p.pre_ids_first + acc > t.pre_cols))
+    return fail(kPreIdsWindowOutside, p.pre_ids_first, p.pre_ids_first + acc, t.pre_cols,
+                t.base_step_idx[i]);
+  if (p.decoder < 0)
+    return fail(kNegativeSeqLensDecoder, p.decoder, p.old_decoder, t.base_seq_lens_decoder[i], acc);
+  return ok();
+}
+
+// Writes request i's plan. Returns whether it is running.
+MTP_HD bool apply_preprocess(const PreprocessTensors& t, const PreprocessPlan& p, int64_t i) {
+  if (p.clear_base_draft) {
+    int64_t* row = t.base_draft_tokens + i * t.base_draft_cols;
+    for (int64_t j = 1; j < t.base_draft_cols; ++j) row[j] = -1;
+  }
+  if (p.prefill) {
+    const int64_t tok = t.accept_tokens[i * t.accept_cols];
+    t.input_ids[i * t.input_cols + p.first_token_col] = tok;
+    if (p.write_pre_ids0) t.pre_ids[i * t.pre_cols] = tok;
+  }
+  for (int32_t j = 0; j < p.accepted; ++j) {
+    const int64_t tok = t.accept_tokens[i * t.accept_cols + j];
+    t.draft_tokens[i * t.draft_cols + j] = tok;
+    t.pre_ids[i * t.pre_cols + p.pre_ids_first + j] = tok;
+  }
+  t.stop_flags[i] = p.stop_flag;
+  t.is_block_step[i] = p.is_block_step;
+  t.batch_drop[i] = p.batch_drop;
+  t.seq_lens_this_time[i] = p.this_time;
+  t.seq_lens_encoder[i] = p.encoder;
+  t.seq_lens_decoder[i] = (int32_t)p.decoder;
+  t.step_idx[i] = p.step_idx;
+  // The one rule that keeps the mask cursor aligned with the KV positions.
+  t.mask_rollback[i] += p.old_decoder - (int32_t)p.decoder;
+  return p.running;
+}
+
+// ---------------------------------------------------------------------------
+// update_attn_mask_offsets
+// ---------------------------------------------------------------------------
+
+struct MaskTensors {
+  int64_t num_tokens;  // T: length of ids_remove_padding
+  const int32_t* seq_lens_this_time;
+  const int32_t* seq_lens_encoder;
+  const int32_t* seq_lens_decoder;
+  const int32_t* cu_seqlens_q;
+  const int32_t* mask_full;  int64_t mask_full_cols;
+  int32_t* mask_decoder;
+  const bool* is_block_step;
+  int32_t* decode_states;    int64_t decode_states_cols;
+  int32_t* mask_rollback;
+  int32_t* out;  // [2 * T]
+};
+
+enum MaskBranch : int32_t { kSkip = 0, kPrompt = 1, kVisionGeneration = 2, kDecode = 3 };
+
+struct MaskPlan {
+  int32_t branch;
+  int32_t q;  // first token of the request in the packed batch
+  int32_t n;  // its tokens this substep
+};
+
+MTP_HD MaskPlan plan_mask(const MaskTensors& t, int64_t i) {
+  MaskPlan p;
+  const int32_t E = t.seq_lens_encoder[i];
+  const int32_t S = t.seq_lens_decoder[i];
+  p.q = t.cu_seqlens_q[i];
+  p.n = t.seq_lens_this_time[i];
+  if (t.is_block_step[i] || (E == 0 && S == 0)) {
+    p.branch = kSkip;
+  } else if (E > 0) {
+    p.branch = (t.decode_states[i * t.decode_states_cols] == 2 && S > 0) ? kVisionGeneration
+                                                                          : kPrompt;
+  } else {
+    p.branch = kDecode;  // E == 0, S > 0; negative lengths are refused by check_mask
+  }
+  return p;
+}
+
+MTP_HD Failure check_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
+  if (p.branch == kSkip) return ok();
+  const int32_t E = t.seq_lens_encoder[i];
+  const int32_t S = t.seq_lens_decoder[i];
+  if (E < 0 || S < 0) return fail(kNegativeLength, E, S);
+  if (p.n < 0) return fail(kNegativeSeqLensThisTime, p.n);
+  if (p.q < 0 || (int64_t)p.q + p.n > t.num_tokens)
+    return fail(kTokensOutsideIds, p.q, p.n, t.num_tokens);
+  if (p.branch == kPrompt && p.n > t.mask_full_cols)
+    return fail(kTokensPastMaskFull, p.n, t.mask_full_cols);
+  if (p.branch == kDecode && p.n > 1 && p.n > t.decode_states_cols)
+    return fail(kTokensPastDecodeStates, p.n, t.decode_states_cols);
+  return ok();
+}
+
+// Writes the odd entries of request i's tokens; the caller has zeroed `out`.
+MTP_HD void apply_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
+  int32_t* out = t.out + 2 * (int64_t)p.q;
+  if (p.branch == kPrompt) {
+    const int32_t* full = t.mask_full + i * t.mask_full_cols;
+    for (int32_t j = 0; j < p.n; ++j) out[2 * j + 1] = full[j] + 1;
+  } else if (p.branch == kVisionGeneration) {
+    const int32_t v = t.seq_lens_decoder[i] + p.n;
+    for (int32_t j = 0; j < p.n; ++j) out[2 * j + 1] = v;
+  } else if (p.branch == kDecode) {
+    const int32_t cursor = t.mask_decoder[i] - t.mask_rollback[i];
+    t.mask_rollback[i] = 0;
+    for (int32_t j = 0; j < p.n; ++j) out[2 * j + 1] = cursor + 1 + j;
+    t.mask_decoder[i] = cursor + p.n;
+    if (p.n > 1) {
+      int32_t* states = t.decode_states + i * t.decode_states_cols;
+      for (int64_t j = 0; j < t.decode_states_cols; ++j) states[j] = j < p.n ? 0 : -1;
+    }
+  }
+}
+
+}  // namespace mtp
+
+namespace mtp {
+
+// What a whole-batch run reports back: from the CPU loop directly, from the
+// GPU as one small device-to-host copy.
+struct ErrorRecord {
+  int64_t any_running;  // becomes not_need_stop
+  int64_t code;         // Check; kOk when the batch was applied
+  int64_t request;      // first failing request index
+  int64_t v[4];
+  int64_t reserved;
+};
+static_assert(sizeof(ErrorRecord) == 64, "the record is copied as raw bytes");
+
+MTP_HD ErrorRecord record_ok(bool any_running) {
+  return ErrorRecord{any_running ? 1 : 0, kOk, -1, {0, 0, 0, 0}, 0};
+}
+MTP_HD ErrorRecord record_failure(int64_t i, const Failure& f) {
+  return ErrorRecord{0, f.code, i, {f.v[0], f.v[1], f.v[2], f.v[3]}, 0};
+}
+
+// The CPU drivers: check the whole batch, then apply it.
+inline ErrorRecord preprocess_batch(const PreprocessTensors& t, const PreprocessAttrs& a,
+                                    int64_t bsz) {
+  for (int64_t i = 0; i < bsz; ++i) {
+    const Failure f = check_preprocess(t, plan_preprocess(t, a, i), i);
+    if (f.code != kOk) return record_failure(i, f);
+  }
+  bool any = false;
+  for (int64_t i = 0; i < bsz; ++i) any |= apply_preprocess(t, plan_preprocess(t, a, i), i);
+  return record_ok(any);
+}
+
+inline ErrorRecord mask_batch(const MaskTensors& t, int64_t bsz) {
+  for (int64_t i = 0; i < bsz; ++i) {
+    const Failure f = check_mask(t, plan_mask(t, i), i);
+    if (f.code != kOk) return record_failure(i, f);
+  }
+  for (int64_t k = 0; k < 2 * t.num_tokens; ++k) t.out[k] = 0;
+  for (int64_t i = 0; i < bsz; ++i) apply_mask(t, plan_mask(t, i), i);
+  return record_ok(false);
+}
+
+}  // namespace mtp

@@ -1,0 +1,123 @@
+// The static half of the boundary checks (dtypes, ranks, rows, devices),
+// done once on tensor metadata before any kernel runs. The per-request half is
+// check_preprocess / check_mask in mtp_bookkeeping.h.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "paddle/extension.h"
+
+namespace mtp {
+
+inline const char* dtype_name(paddle::DataType d) {
+  switch (d) {
+    case paddle::DataType::BOOL: return "bool";
+    case paddle::DataType::INT8: return "int8";
+    case paddle::DataType::UINT8: return "uint8";
+    case paddle::DataType::INT16: return "int16";
+    case paddle::DataType::INT32: return "int32";
+    case paddle::DataType::INT64: return "int64";
+    case paddle::DataType::FLOAT16: return "float16";
+    case paddle::DataType::BFLOAT16: return "bfloat16";
+    case paddle::DataType::FLOAT32: return "float32";
+    case paddle::DataType::FLOAT64: return "float64";
+    default: return "another dtype";
+  }
+}
+
+inline std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t k = 0; k < shape.size(); ++k) s += (k ? ", " : "") + std::to_string(shape[k]);
+  return s + "]";
+}
+
+// Checks one tensor argument of op `op` and remembers the device they share.
+class ArgChecker {
+ public:
+  explicit ArgChecker(const char* op) : op_(op) {}
+
+  // A per-request vector: [rows] or [rows, 1], rows >= min_rows.
+  void vector(const paddle::Tensor& t, const char* name, paddle::DataType dtype,
+              int64_t min_rows) {
+    common(t, name, dtype);
+    const auto& s = t.shape();
+    PD_CHECK(s.size() == 1 || (s.size() == 2 && s[1] == 1), op_, ": ", name,
+             " must have shape [N] or [N, 1], got ", shape_str(s));
+    rows(t, name, min_rows);
+  }
+
+  // A per-request matrix [rows, cols], rows >= min_rows, cols >= min_cols.
+  // Returns the number of columns.
+  int64_t matrix(const paddle::Tensor& t, const char* name, paddle::DataType dtype,
+                 int64_t min_rows, int64_t min_cols = 0) {
+    common(t, name, dtype);
+    const auto& s = t.shape();
+    PD_CHECK(s.size() == 2, op_, ": ", name, " must have shape [N, columns], got ",
+             shape_str(s));
+    rows(t, name, min_rows);
+    PD_CHECK(s[1] >= min_cols, op_, ": ", name, " must have at least ", min_cols,
+             " columns, got shape ", shape_str(s));
+    return s[1];
+  }
+
+  // A flat buffer of at least min_numel elements, of any rank >= 1.
+  void flat(const paddle::Tensor& t, const char* name, paddle::DataType dtype,
+            int64_t min_numel) {
+    common(t, name, dtype);
+    PD_CHECK(t.shape().size() >= 1 && t.numel() >= min_numel, op_, ": ", name,
+             " must have at least ", min_numel, " elements, got shape ", shape_str(t.shape()));
+  }
+
+  // A tensor read only for its length: any dtype, rank >= 1. Returns shape[0].
+  int64_t length_only(const paddle::Tensor& t, const char* name) {
+    same_device(t, name);
+    PD_CHECK(t.shape().size() >= 1, op_, ": ", name, " must have rank >= 1, got shape ",
+             shape_str(t.shape()));
+    return t.shape()[0];
+  }
+
+  // not_need_stop: bool, at least one element; on the shared device or on the
+  // CPU (then the op returns only after the flag is on the host).
+  void host_or_device_flag(const paddle::Tensor& t, const char* name) {
+    PD_CHECK(t.dtype() == paddle::DataType::BOOL, op_, ": ", name, " must be bool, got ",
+             dtype_name(t.dtype()));
+    PD_CHECK(t.numel() >= 1, op_, ": ", name, " must have at least 1 element, got shape ",
+             shape_str(t.shape()));
+    PD_CHECK(t.is_cpu() || t.place() == place_, op_, ": ", name, " must be on the CPU or on ",
+             place_.DebugString(), ", got ", t.place().DebugString());
+  }
+
+  // Where the tensors checked so far live.
+  const paddle::Place& place() const { return place_; }
+
+ private:
+  void common(const paddle::Tensor& t, const char* name, paddle::DataType dtype) {
+    PD_CHECK(t.initialized() || t.numel() == 0, op_, ": ", name, " is not initialized");
+    PD_CHECK(t.dtype() == dtype, op_, ": ", name, " must be ", dtype_name(dtype), ", got ",
+             dtype_name(t.dtype()));
+    same_device(t, name);
+  }
+
+  void same_device(const paddle::Tensor& t, const char* name) {
+    if (!have_place_) {
+      place_ = t.place();
+      have_place_ = true;
+      PD_CHECK(t.is_cpu() || t.is_gpu(), op_, ": ", name, " must be on the CPU or a GPU");
+      return;
+    }
+    PD_CHECK(t.place() == place_, op_, ": all tensors must be on one device: ", name,
+             " is on ", t.place().DebugString(), ", the others on ", place_.DebugString());
+  }
+
+  void rows(const paddle::Tensor& t, const char* name, int64_t min_rows) {
+    PD_CHECK(t.shape()[0] >= min_rows, op_, ": ", name, " has ", t.shape()[0],
+             " rows, fewer than the batch size ", min_rows, " (seq_lens_this_time)");
+  }
+
+  const char* op_;
+  paddle::Place place_;
+  bool have_place_ = false;
+};
+
+}  // namespace mtp

@@ -1,0 +1,102 @@
+// Paddle binding of update_attn_mask_offsets: boundary checks, raw views, and
+// dispatch to the CPU loop or the CUDA kernel (rules in mtp_bookkeeping.h).
+#include "gpu_record.h"
+#include "mtp_bookkeeping.h"
+#include "mtp_errors.h"
+#include "tensor_checks.h"
+#ifdef PADDLE_WITH_CUDA
+#include "mtp_kernels.h"
+#endif
+
+namespace {
+
+constexpr const char* kOp = "update_attn_mask_offsets";
+
+void raise_if_failed(const mtp::ErrorRecord& r) {
+  if (r.code != mtp::kOk) PD_THROW(mtp::describe_failure(kOp, r));
+}
+
+}  // namespace
+
+std::vector<paddle::Tensor> UpdateAttnMaskOffsets(
+    const paddle::Tensor& ids_remove_padding, const paddle::Tensor& seq_lens_this_time,
+    const paddle::Tensor& seq_lens_encoder, const paddle::Tensor& seq_lens_decoder,
+    const paddle::Tensor& cu_seqlens_q, const paddle::Tensor& attn_mask_offsets_full,
+    paddle::Tensor& attn_mask_offsets_decoder, const paddle::Tensor& is_block_step,
+    paddle::Tensor& decode_states, paddle::Tensor& mask_rollback) {
+  using paddle::DataType;
+  mtp::ArgChecker c(kOp);
+  const int64_t T = c.length_only(ids_remove_padding, "ids_remove_padding");
+  const int64_t bsz = seq_lens_this_time.shape().empty() ? 0 : seq_lens_this_time.shape()[0];
+  c.vector(seq_lens_this_time, "seq_lens_this_time", DataType::INT32, bsz);
+  c.vector(seq_lens_encoder, "seq_lens_encoder", DataType::INT32, bsz);
+  c.vector(seq_lens_decoder, "seq_lens_decoder", DataType::INT32, bsz);
+  c.flat(cu_seqlens_q, "cu_seqlens_q", DataType::INT32, bsz + 1);
+  const int64_t full_cols =
+      c.matrix(attn_mask_offsets_full, "attn_mask_offsets_full", DataType::INT32, bsz);
+  c.vector(attn_mask_offsets_decoder, "attn_mask_offsets_decoder", DataType::INT32, bsz);
+  c.vector(is_block_step, "is_block_step", DataType::BOOL, bsz);
+  // Column 0 is read for every prompt request (vision generation flag).
+  const int64_t ds_cols = c.matrix(decode_states, "decode_states", DataType::INT32, bsz, 1);
+  c.vector(mask_rollback, "mask_rollback", DataType::INT32, bsz);
+
+  paddle::Tensor out = paddle::empty({2 * T}, DataType::INT32, c.place());
+  const mtp::MaskTensors t{
+      T,
+      seq_lens_this_time.data<int32_t>(),
+      seq_lens_encoder.data<int32_t>(),
+      seq_lens_decoder.data<int32_t>(),
+      cu_seqlens_q.data<int32_t>(),
+      attn_mask_offsets_full.data<int32_t>(), full_cols,
+      attn_mask_offsets_decoder.data<int32_t>(),
+      is_block_step.data<bool>(),
+      decode_states.data<int32_t>(),          ds_cols,
+      mask_rollback.data<int32_t>(),
+      out.data<int32_t>(),
+  };
+
+  if (c.place().GetType() == phi::AllocationType::CPU) {
+    raise_if_failed(mtp::mask_batch(t, bsz));
+  } else {
+#ifdef PADDLE_WITH_CUDA
+    cudaStream_t stream = seq_lens_this_time.stream();
+    mtp::RecordBuffers& rec = mtp::record_buffers(c.place(), kOp);
+    mtp::cuda_check(mtp::launch_mask(t, bsz, rec.device, stream), kOp, "kernel launch");
+    raise_if_failed(mtp::read_record(rec, stream, kOp));
+#else
+    PD_THROW(kOp, ": this build has no CUDA support; tensors are on ", c.place().DebugString());
+#endif
+  }
+  // Paddle returns the in-place outputs itself; only the fresh one is ours to return.
+  return {out};
+}
+
+std::vector<std::vector<int64_t>> UpdateAttnMaskOffsetsShape(
+    const std::vector<int64_t>& ids_remove_padding, const std::vector<int64_t>&,
+    const std::vector<int64_t>&, const std::vector<int64_t>&, const std::vector<int64_t>&,
+    const std::vector<int64_t>&, const std::vector<int64_t>&, const std::vector<int64_t>&,
+    const std::vector<int64_t>&, const std::vector<int64_t>&) {
+  const int64_t T = ids_remove_padding.empty() ? -1 : ids_remove_padding[0];
+  return {{T < 0 ? -1 : 2 * T}};
+}
+
+std::vector<paddle::DataType> UpdateAttnMaskOffsetsDtype(
+    const paddle::DataType&, const paddle::DataType&, const paddle::DataType&,
+    const paddle::DataType&, const paddle::DataType&, const paddle::DataType&,
+    const paddle::DataType&, const paddle::DataType&, const paddle::DataType&,
+    const paddle::DataType&) {
+  return {paddle::DataType::INT32};
+}
+
+PD_BUILD_OP(update_attn_mask_offsets)
+    .Inputs({"ids_remove_padding", "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder",
+             "cu_seqlens_q", "attn_mask_offsets_full", "attn_mask_offsets_decoder",
+             "is_block_step", "decode_states", "mask_rollback"})
+    .Outputs({"attn_mask_offsets", "attn_mask_offsets_decoder_out", "decode_states_out",
+              "mask_rollback_out"})
+    .SetInplaceMap({{"attn_mask_offsets_decoder", "attn_mask_offsets_decoder_out"},
+                    {"decode_states", "decode_states_out"},
+                    {"mask_rollback", "mask_rollback_out"}})
+    .SetKernelFn(PD_KERNEL(UpdateAttnMaskOffsets))
+    .SetInferShapeFn(PD_INFER_SHAPE(UpdateAttnMaskOffsetsShape))
+    .SetInferDtypeFn(PD_INFER_DTYPE(UpdateAttnMaskOffsetsDtype));

@@ -1,0 +1,13 @@
+"""fastdeploy_mtp: the draft model's bookkeeping for MTP speculative decoding.
+
+- ``fastdeploy_mtp.ops``: the custom ops ``draft_model_preprocess`` and
+  ``update_attn_mask_offsets`` (CPU and CUDA), as typed wrappers.
+- ``fastdeploy_mtp.reference``: the same ops in plain numpy, from the spec.
+- ``fastdeploy_mtp.signature``: the one table of the ops' signatures.
+- ``python -m fastdeploy_mtp check | bench | simulate``.
+
+Importing the package loads nothing heavy; the op library is loaded (or
+built) on the first op call.
+"""
+
+__version__ = "0.1.0"

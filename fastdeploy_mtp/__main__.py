@@ -1,0 +1,40 @@
+"""Command line: ``python -m fastdeploy_mtp {check,bench,simulate} ...``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _check(args) -> int:
+    from .registration import check_all
+
+    problems = check_all()
+    if problems:
+        print(f"{len(problems)} difference(s) between the registration and the signature table")
+        return 1
+    print("registration matches fastdeploy_mtp/signature.py")
+    return 0
+
+
+def _bench(args) -> int:
+    from .bench import main as bench_main
+
+    return bench_main(args)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fastdeploy_mtp")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("check", help="compare the registered ops with the signature table")
+    b = sub.add_parser("bench", help="per-call time of each op next to the numpy reference")
+    b.add_argument("--device", choices=["cpu", "gpu"], default=None,
+                   help="default: gpu if Paddle has CUDA, else cpu")
+    b.add_argument("--bsz", type=int, nargs="+", default=[1, 64, 512, 4096])
+    b.add_argument("--repeat", type=int, default=200, help="op calls timed per size")
+    args = parser.parse_args(argv)
+    return {"check": _check, "bench": _bench}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Where the op library's sources are and how they are compiled.
+
+Shared by ``setup_ops.py`` (install) and ``fastdeploy_mtp.ops`` (build on first
+use in a source checkout), so both compile the same files with the same flags.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+MODULE_NAME = "fastdeploy_mtp_ops"
+SOURCE_DIR = Path(__file__).resolve().parent.parent / "custom_ops"
+# The Paddle bindings; they include the Paddle-free headers.
+BINDING_SOURCES = ("draft_model_preprocess_op.cc", "update_attn_mask_offsets_op.cc")
+# CUDA kernels without Paddle headers (CI compiles these with plain nvcc).
+CUDA_SOURCES = ("mtp_kernels.cu",)
+# Code for the H200 (sm_90) plus PTX so newer chips can JIT it.
+CUDA_ARCH_FLAGS = ("-gencode", "arch=compute_90,code=sm_90", "-gencode", "arch=compute_90,code=compute_90")
+
+
+def in_source_checkout() -> bool:
+    return all((SOURCE_DIR / s).is_file() for s in BINDING_SOURCES)
+
+
+def with_cuda() -> bool:
+    """Build the CUDA path only with a CUDA Paddle (paddlepaddle-gpu)."""
+    import paddle
+
+    return bool(paddle.is_compiled_with_cuda())
+
+
+def sources(cuda: bool) -> List[str]:
+    names = BINDING_SOURCES + (CUDA_SOURCES if cuda else ())
+    return [str(SOURCE_DIR / n) for n in names]
+
+
+def compile_flags(cuda: bool) -> Dict[str, List[str]]:
+    # Paddle 2.6 passes -std=c++14 by default; nvcc 13 and our headers need 17.
+    flags = {"cxx": ["-O3", "-std=c++17", f"-I{SOURCE_DIR}"]}
+    if cuda:
+        flags["nvcc"] = ["-O3", "-std=c++17", f"-I{SOURCE_DIR}", *CUDA_ARCH_FLAGS]
+    return flags
+
+
+def source_hash(cuda: bool) -> str:
+    """Changes whenever a source, a header, the flags or the Paddle version does."""
+    import paddle
+
+    h = hashlib.sha256()
+    for p in sorted(SOURCE_DIR.glob("*")):
+        if p.suffix in (".h", ".cc", ".cu"):
+            h.update(p.name.encode())
+            h.update(p.read_bytes())
+    h.update(repr(compile_flags(cuda)).encode())
+    h.update(paddle.__version__.encode())
+    h.update(sys.version.encode())
+    return h.hexdigest()[:16]
+
+
+def cache_root() -> Path:
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fastdeploy_mtp"
+    return Path(os.environ.get("FASTDEPLOY_MTP_CACHE", default))
+
+
+def newest_source_mtime() -> float:
+    return max(p.stat().st_mtime for p in SOURCE_DIR.glob("*") if p.suffix in (".h", ".cc", ".cu"))

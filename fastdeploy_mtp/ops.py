@@ -1,0 +1,191 @@
+"""Typed Python wrappers of the custom ops.
+
+Each wrapper takes the op's inputs in the registered (FastDeploy) positional
+order, then its attributes, and is equally callable with keywords. Parameter
+names come from ``fastdeploy_mtp.signature`` and a test keeps them equal.
+
+The op library is the installed ``fastdeploy_mtp_ops`` module
+(``python setup_ops.py install``); in a source checkout without an up-to-date
+installed library, it is compiled once on first use into
+``~/.cache/fastdeploy_mtp`` (set ``FASTDEPLOY_MTP_CACHE`` to move it).
+
+Bad input raises :class:`BadInputError` (a ``ValueError``) whose message names
+the request, the field and the values; no tensor has changed when it does.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import os
+import sys
+import time
+from typing import Any
+
+from . import _build
+from .signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
+
+Tensor = Any  # paddle.Tensor; kept loose so importing this module needs no Paddle
+
+__all__ = [
+    "BadInputError",
+    "draft_model_preprocess",
+    "update_attn_mask_offsets",
+    "load_library",
+]
+
+
+class BadInputError(ValueError):
+    """An op refused its input; every tensor is as it was before the call."""
+
+
+def _say(msg: str) -> None:
+    print(f"fastdeploy_mtp: {msg}", file=sys.stderr, flush=True)
+
+
+def _installed_is_current() -> bool:
+    spec = importlib.util.find_spec(_build.MODULE_NAME)
+    if spec is None:
+        return False
+    if not _build.in_source_checkout() or spec.origin is None:
+        return True
+    # In a checkout, an install older than the sources would run stale code.
+    if os.path.getmtime(spec.origin) >= _build.newest_source_mtime():
+        return True
+    _say(f"the installed {_build.MODULE_NAME} is older than custom_ops/; using a fresh build")
+    return False
+
+
+def _build_from_source():
+    from paddle.utils.cpp_extension import load
+
+    cuda = _build.with_cuda()
+    build_dir = _build.cache_root() / _build.source_hash(cuda)
+    fresh = not (build_dir / _build.MODULE_NAME).exists()
+    if fresh:
+        kind = "CPU and CUDA" if cuda else "CPU"
+        _say(f"building the {kind} op library into {build_dir} (once; about 30 s a file) ...")
+    build_dir.mkdir(parents=True, exist_ok=True)
+    flags = _build.compile_flags(cuda)
+    t0 = time.time()
+    module = load(
+        name=_build.MODULE_NAME,
+        sources=_build.sources(cuda),
+        extra_cxx_cflags=flags["cxx"],
+        extra_cuda_cflags=flags.get("nvcc", []),
+        build_directory=str(build_dir),
+        verbose=False,
+    )
+    if fresh:
+        _say(f"built in {time.time() - t0:.0f} s")
+    return module
+
+
+@functools.lru_cache(maxsize=None)
+def load_library():
+    """The module whose functions are the registered ops (built if need be)."""
+    if os.environ.get("FASTDEPLOY_MTP_BUILD") != "1" and _installed_is_current():
+        return importlib.import_module(_build.MODULE_NAME)
+    if not _build.in_source_checkout():
+        raise ImportError(
+            f"{_build.MODULE_NAME} is not installed and custom_ops/ is not here to build it: "
+            "run `python setup_ops.py install` in a fastdeploy_mtp checkout"
+        )
+    return _build_from_source()
+
+
+def _call(op_name: str, *args):
+    op = getattr(load_library(), op_name)
+    try:
+        return op(*args)
+    except OSError as e:  # PD_CHECK / PD_THROW surface as OSError
+        first_line = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        if first_line.startswith(op_name + ":"):
+            raise BadInputError(first_line) from e
+        raise
+
+
+def draft_model_preprocess(
+    draft_tokens: Tensor,
+    input_ids: Tensor,
+    stop_flags: Tensor,
+    seq_lens_this_time: Tensor,
+    seq_lens_encoder: Tensor,
+    seq_lens_decoder: Tensor,
+    step_idx: Tensor,
+    not_need_stop: Tensor,
+    is_block_step: Tensor,
+    batch_drop: Tensor,
+    pre_ids: Tensor,
+    mask_rollback: Tensor,
+    accept_tokens: Tensor,
+    accept_num: Tensor,
+    base_model_seq_lens_this_time: Tensor,
+    base_model_seq_lens_encoder: Tensor,
+    base_model_seq_lens_decoder: Tensor,
+    base_model_step_idx: Tensor,
+    base_model_stop_flags: Tensor,
+    base_model_is_block_step: Tensor,
+    base_model_draft_tokens: Tensor,
+    num_model_step: int,
+    truncate_first_token: bool,
+    splitwise_prefill: bool,
+    kvcache_scheduler_v1: bool,
+) -> None:
+    """Prepare the draft model's state at the start of an engine step, in place.
+
+    For each request ``i < bsz`` (``bsz = seq_lens_this_time.shape[0]``): place
+    the first token of a prefill, or roll the draft back by
+    ``num_model_step - 1`` positions and re-feed the accepted tokens, recover a
+    stopped draft from the base model, park or drop it on a block step, and add
+    the change of ``seq_lens_decoder`` to ``mask_rollback`` so
+    :func:`update_attn_mask_offsets` rolls the mask cursor back by as much.
+    ``not_need_stop[0]`` becomes whether any request runs. With
+    ``not_need_stop`` on the CPU the call returns once the flag is there.
+
+    Writes the 13 tensors marked written in ``signature.DRAFT_MODEL_PREPROCESS``;
+    reads the rest. Raises :class:`BadInputError`, changing nothing, on bad input.
+    """
+    _call(
+        DRAFT_MODEL_PREPROCESS.name,
+        draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
+        seq_lens_decoder, step_idx, not_need_stop, is_block_step, batch_drop, pre_ids,
+        mask_rollback, accept_tokens, accept_num, base_model_seq_lens_this_time,
+        base_model_seq_lens_encoder, base_model_seq_lens_decoder, base_model_step_idx,
+        base_model_stop_flags, base_model_is_block_step, base_model_draft_tokens,
+        int(num_model_step), bool(truncate_first_token), bool(splitwise_prefill),
+        bool(kvcache_scheduler_v1),
+    )
+
+
+def update_attn_mask_offsets(
+    ids_remove_padding: Tensor,
+    seq_lens_this_time: Tensor,
+    seq_lens_encoder: Tensor,
+    seq_lens_decoder: Tensor,
+    cu_seqlens_q: Tensor,
+    attn_mask_offsets_full: Tensor,
+    attn_mask_offsets_decoder: Tensor,
+    is_block_step: Tensor,
+    decode_states: Tensor,
+    mask_rollback: Tensor,
+) -> Tensor:
+    """Write the attention-mask offsets of this substep's tokens.
+
+    Returns ``attn_mask_offsets``, int32 ``[2 * T]`` (``T`` = length of
+    ``ids_remove_padding``): the odd entry of each token of a prompt request is
+    ``attn_mask_offsets_full[i, j] + 1`` (``seq_lens_decoder + n`` in vision
+    generation); a decode request first consumes ``mask_rollback`` from its
+    cursor ``attn_mask_offsets_decoder``, then numbers its tokens from it. All
+    other entries are 0. Updates ``attn_mask_offsets_decoder``,
+    ``decode_states`` and ``mask_rollback`` in place.
+    Raises :class:`BadInputError`, changing nothing, on bad input.
+    """
+    outs = _call(
+        UPDATE_ATTN_MASK_OFFSETS.name,
+        ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder,
+        cu_seqlens_q, attn_mask_offsets_full, attn_mask_offsets_decoder, is_block_step,
+        decode_states, mask_rollback,
+    )
+    return outs[0] if isinstance(outs, (list, tuple)) else outs

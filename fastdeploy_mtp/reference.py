@@ -1,0 +1,183 @@
+"""Plain numpy implementations of both ops, written from the spec
+(``../shared/spec/mtp-bookkeeping.md``), one request at a time.
+
+They are the oracle of the differential tests and a debugging aid: feed them
+a state dumped from an engine and read what the op should have done. They
+change their numpy arguments in place, exactly as the ops change tensors, and
+take the same arguments in the same order. Bad input raises
+:class:`fastdeploy_mtp.ops.BadInputError` naming the request and the field,
+after checking the whole batch, so nothing has changed when it does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .ops import BadInputError
+
+
+def _bad(op: str, i: int, field: str, detail: str) -> BadInputError:
+    return BadInputError(f"{op}: request {i}: {field}: {detail}")
+
+
+def _vec(a: np.ndarray) -> np.ndarray:
+    """A per-request vector as a 1-D view ([N] or [N, 1])."""
+    return a.reshape(a.shape[0])
+
+
+def draft_model_preprocess(
+    draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
+    seq_lens_decoder, step_idx, not_need_stop, is_block_step, batch_drop, pre_ids,
+    mask_rollback, accept_tokens, accept_num, base_model_seq_lens_this_time,
+    base_model_seq_lens_encoder, base_model_seq_lens_decoder, base_model_step_idx,
+    base_model_stop_flags, base_model_is_block_step, base_model_draft_tokens,
+    num_model_step, truncate_first_token, splitwise_prefill, kvcache_scheduler_v1,
+) -> None:
+    op = "draft_model_preprocess"
+    if num_model_step < 1:
+        raise BadInputError(f"{op}: num_model_step must be >= 1, got {num_model_step}")
+    k = int(num_model_step)
+    stop, this_time, enc, dec, step = map(
+        _vec, (stop_flags, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, step_idx))
+    block, drop, rollback, acc_num = map(_vec, (is_block_step, batch_drop, mask_rollback, accept_num))
+    base_dec, base_step, base_stop, base_block = map(
+        _vec, (base_model_seq_lens_decoder, base_model_step_idx, base_model_stop_flags,
+               base_model_is_block_step))
+    bsz = this_time.shape[0]
+    L, D, P, A = input_ids.shape[1], draft_tokens.shape[1], pre_ids.shape[1], accept_tokens.shape[1]
+
+    # Pass 1: decide each request's branch and check what it will touch.
+    plans = []
+    for i in range(bsz):
+        E, S = int(enc[i]), int(dec[i])
+        running = prefill = False
+        parked = dropped = False
+        if splitwise_prefill:
+            running = prefill = E > 0
+        else:
+            if base_stop[i] and base_block[i]:
+                parked, dropped = bool(kvcache_scheduler_v1), not kvcache_scheduler_v1
+            running = not (base_stop[i] or drop[i] or dropped)
+            prefill = running and E > 0
+        plan = dict(running=running, prefill=prefill, parked=parked, dropped=dropped)
+        if prefill:
+            col = E - 1 if truncate_first_token else E
+            if A < 1:
+                raise _bad(op, i, "accept_tokens", f"has {A} columns, no column 0")
+            if col >= L:
+                raise _bad(op, i, "input_ids", f"first token column {col} >= {L} columns")
+            if not splitwise_prefill and P < 1:
+                raise _bad(op, i, "pre_ids", f"has {P} columns, no column 0")
+            plan["col"] = col
+        elif running:
+            a = int(acc_num[i])
+            if E < 0:
+                raise _bad(op, i, "seq_lens_encoder", f"{E} is negative")
+            if not 0 <= a <= min(A, D):
+                raise _bad(op, i, "accept_num", f"{a} outside [0, min({A}, {D})]")
+            first = int(base_step[i]) - a
+            if a > 0 and not (0 <= first and first + a <= P):
+                raise _bad(op, i, "pre_ids", f"[{first}, {first + a}) outside [0, {P})")
+            if stop[i]:
+                new_S, new_step = int(base_dec[i]) - a, int(base_step[i]) - a
+            else:
+                new_S, new_step = S - (k - 1), int(step[i]) - (k - 1)
+            if new_S < 0:
+                raise _bad(op, i, "seq_lens_decoder", f"new value {new_S} is negative")
+            plan.update(a=a, first=first, new_S=new_S, new_step=new_step)
+        plans.append(plan)
+
+    # Pass 2: write.
+    any_running = False
+    for i, plan in enumerate(plans):
+        S_old = int(dec[i])
+        if not splitwise_prefill:
+            base_model_draft_tokens[i, 1:] = -1
+            if plan["parked"]:
+                stop[i] = True
+                block[i] = True
+            if plan["dropped"]:
+                drop[i] = True
+                stop[i] = True
+        if plan["prefill"]:
+            E = int(enc[i])
+            t = accept_tokens[i, 0]
+            stop[i] = False
+            if not splitwise_prefill:
+                pre_ids[i, 0] = t
+            input_ids[i, plan["col"]] = t
+            this_time[i] = E if truncate_first_token else E + 1
+        elif plan["running"]:
+            if kvcache_scheduler_v1 and not base_block[i] and block[i]:
+                block[i] = False
+            stop[i] = False
+            dec[i] = plan["new_S"]
+            step[i] = plan["new_step"]
+            a = plan["a"]
+            draft_tokens[i, :a] = accept_tokens[i, :a]
+            pre_ids[i, plan["first"]:plan["first"] + a] = accept_tokens[i, :a]
+            this_time[i] = a
+        else:
+            stop[i] = True
+            this_time[i] = 0
+            dec[i] = 0
+            enc[i] = 0
+        any_running |= plan["running"]
+        rollback[i] += S_old - int(dec[i])
+    not_need_stop.reshape(-1)[0] = any_running
+
+
+def update_attn_mask_offsets(
+    ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, cu_seqlens_q,
+    attn_mask_offsets_full, attn_mask_offsets_decoder, is_block_step, decode_states,
+    mask_rollback,
+) -> np.ndarray:
+    op = "update_attn_mask_offsets"
+    n_all, enc, dec, block, cursor, rollback = map(
+        _vec, (seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, is_block_step,
+               attn_mask_offsets_decoder, mask_rollback))
+    cu = cu_seqlens_q.reshape(-1)
+    T = ids_remove_padding.shape[0]
+    bsz = n_all.shape[0]
+    M, Ds = attn_mask_offsets_full.shape[1], decode_states.shape[1]
+
+    def skipped(i):
+        return bool(block[i]) or (enc[i] == 0 and dec[i] == 0)
+
+    for i in range(bsz):
+        if skipped(i):
+            continue
+        E, S, q, n = int(enc[i]), int(dec[i]), int(cu[i]), int(n_all[i])
+        if E < 0 or S < 0:
+            raise _bad(op, i, "seq_lens_encoder / seq_lens_decoder", f"{E} / {S} negative")
+        if n < 0:
+            raise _bad(op, i, "seq_lens_this_time", f"{n} is negative")
+        if q < 0 or q + n > T:
+            raise _bad(op, i, "cu_seqlens_q", f"tokens [{q}, {q + n}) outside {T}")
+        vision = E > 0 and decode_states[i, 0] == 2 and S > 0
+        if E > 0 and not vision and n > M:
+            raise _bad(op, i, "attn_mask_offsets_full", f"{n} tokens > {M} columns")
+        if E == 0 and n > 1 and n > Ds:
+            raise _bad(op, i, "decode_states", f"{n} tokens > {Ds} columns")
+
+    out = np.zeros(2 * T, dtype=np.int32)
+    for i in range(bsz):
+        if skipped(i):
+            continue
+        E, S, q, n = int(enc[i]), int(dec[i]), int(cu[i]), int(n_all[i])
+        if E > 0:
+            for j in range(n):
+                if decode_states[i, 0] == 2 and S > 0:
+                    out[(q + j) * 2 + 1] = S + n
+                else:
+                    out[(q + j) * 2 + 1] = attn_mask_offsets_full[i, j] + 1
+        elif S > 0:
+            cursor[i] -= rollback[i]
+            rollback[i] = 0
+            for j in range(n):
+                out[(q + j) * 2 + 1] = cursor[i] + 1 + j
+            cursor[i] += n
+            if n > 1:
+                decode_states[i, :n] = 0
+                decode_states[i, n:] = -1
+    return out

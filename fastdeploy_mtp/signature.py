@@ -1,0 +1,135 @@
+"""The op signatures, stated once.
+
+Every other place that needs an op's inputs, outputs, attributes or in-place
+pairs -- the Python wrappers, the numpy reference, the registration check and
+the tests -- reads them from here or is compared against them. The C++
+registration in ``custom_ops/*_op.cc`` is compared against this table by
+``python -m fastdeploy_mtp check`` (and by the test suite), so a drifting
+name or order fails loudly.
+
+The positional order is the one FastDeploy-style runners call with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Tuple
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    name: str
+    dtype: type  # numpy scalar type; None means "any dtype" (only the shape is read)
+    written: bool  # declared as the in-place output ``<name>_out``
+    doc: str
+
+
+@dataclass(frozen=True)
+class AttrArg:
+    name: str
+    type: type  # int or bool
+    doc: str
+
+    @property
+    def registration(self) -> str:
+        return f"{self.name}: {self.type.__name__}"
+
+
+@dataclass(frozen=True)
+class OpSignature:
+    name: str
+    inputs: Tuple[TensorArg, ...]
+    attrs: Tuple[AttrArg, ...]
+    # Outputs that are new tensors (not in place), listed before the in-place ones.
+    fresh_outputs: Tuple[str, ...] = ()
+
+    @property
+    def input_names(self) -> Tuple[str, ...]:
+        return tuple(t.name for t in self.inputs)
+
+    @property
+    def attr_names(self) -> Tuple[str, ...]:
+        return tuple(a.name for a in self.attrs)
+
+    @property
+    def written(self) -> Tuple[str, ...]:
+        return tuple(t.name for t in self.inputs if t.written)
+
+    @property
+    def output_names(self) -> Tuple[str, ...]:
+        return self.fresh_outputs + tuple(f"{n}_out" for n in self.written)
+
+    @property
+    def inplace_map(self) -> Dict[str, str]:
+        return {n: f"{n}_out" for n in self.written}
+
+    @property
+    def inplace_index_map(self) -> Dict[int, int]:
+        """{output index: input index}, the form Paddle reports through
+        ``core.eager._get_custom_operator_inplace_map``."""
+        outs = self.output_names
+        return {outs.index(o): self.input_names.index(i) for i, o in self.inplace_map.items()}
+
+    def input(self, name: str) -> TensorArg:
+        for t in self.inputs:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+
+_i64, _i32, _b = np.int64, np.int32, np.bool_
+
+DRAFT_MODEL_PREPROCESS = OpSignature(
+    name="draft_model_preprocess",
+    inputs=(
+        TensorArg("draft_tokens", _i64, True, "[N, D] draft model's input tokens"),
+        TensorArg("input_ids", _i64, True, "[N, L] draft model's prompt buffer"),
+        TensorArg("stop_flags", _b, True, "[N] draft stopped"),
+        TensorArg("seq_lens_this_time", _i32, True, "[bsz] tokens fed this step; defines bsz"),
+        TensorArg("seq_lens_encoder", _i32, True, "[N] prompt tokens still to prefill"),
+        TensorArg("seq_lens_decoder", _i32, True, "[N] draft KV positions"),
+        TensorArg("step_idx", _i64, True, "[N] draft step index"),
+        TensorArg("not_need_stop", _b, True, "[1] some request is running"),
+        TensorArg("is_block_step", _b, True, "[N] draft parked by a block step"),
+        TensorArg("batch_drop", _b, True, "[N] request dropped"),
+        TensorArg("pre_ids", _i64, True, "[N, P] generated tokens"),
+        TensorArg("mask_rollback", _i32, True, "[N] pending attention-mask rollback"),
+        TensorArg("accept_tokens", _i64, False, "[N, A] tokens the base model accepted"),
+        TensorArg("accept_num", _i32, False, "[N] number of accepted tokens"),
+        TensorArg("base_model_seq_lens_this_time", _i32, False, "[N] base model"),
+        TensorArg("base_model_seq_lens_encoder", _i32, False, "[N] base model"),
+        TensorArg("base_model_seq_lens_decoder", _i32, False, "[N] base model KV positions"),
+        TensorArg("base_model_step_idx", _i64, False, "[N] base model step index"),
+        TensorArg("base_model_stop_flags", _b, False, "[N] base model stopped"),
+        TensorArg("base_model_is_block_step", _b, False, "[N] base model in a block step"),
+        TensorArg("base_model_draft_tokens", _i64, True, "[N, Db] columns 1.. set to -1"),
+    ),
+    attrs=(
+        AttrArg("num_model_step", int, "draft substeps per engine step, >= 1"),
+        AttrArg("truncate_first_token", bool, "place the first token at E-1 instead of E"),
+        AttrArg("splitwise_prefill", bool, "prefill node of a PD-split deployment"),
+        AttrArg("kvcache_scheduler_v1", bool, "block steps park the request instead of dropping it"),
+    ),
+)
+
+UPDATE_ATTN_MASK_OFFSETS = OpSignature(
+    name="update_attn_mask_offsets",
+    inputs=(
+        TensorArg("ids_remove_padding", None, False, "[T] only its length is read"),
+        TensorArg("seq_lens_this_time", _i32, False, "[bsz] tokens this substep; defines bsz"),
+        TensorArg("seq_lens_encoder", _i32, False, "[N]"),
+        TensorArg("seq_lens_decoder", _i32, False, "[N]"),
+        TensorArg("cu_seqlens_q", _i32, False, "[bsz+1] prefix sums of seq_lens_this_time"),
+        TensorArg("attn_mask_offsets_full", _i32, False, "[N, max_model_len] prompt mask offsets"),
+        TensorArg("attn_mask_offsets_decoder", _i32, True, "[N] mask cursor"),
+        TensorArg("is_block_step", _b, False, "[N]"),
+        TensorArg("decode_states", _i32, True, "[N, Ds] decode states; column 0 == 2 is vision generation"),
+        TensorArg("mask_rollback", _i32, True, "[N] pending rollback, consumed here"),
+    ),
+    attrs=(),
+    fresh_outputs=("attn_mask_offsets",),
+)
+
+OPS: Dict[str, OpSignature] = {s.name: s for s in (DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS)}

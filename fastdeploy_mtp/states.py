@@ -1,0 +1,173 @@
+"""Random valid op states, as numpy arrays keyed by input name.
+
+Used by the differential tests, the benchmark and the GPU check script. Every
+request takes a branch drawn from a fixed mix so that any batch of a few dozen
+requests reaches every branch of the spec; the values are drawn so that every
+per-request check passes (the bad-input tests break them on purpose).
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+import numpy as np
+
+from .signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
+
+State = Dict[str, np.ndarray]
+
+# Branch mix of a normal-mode (not splitwise_prefill) request.
+PREPROCESS_BRANCHES = ("block_step", "base_stopped", "dropped", "prefill", "decode", "recover")
+_PREPROCESS_WEIGHTS = np.array([0.12, 0.08, 0.05, 0.2, 0.35, 0.2])
+MASK_BRANCHES = ("block_step", "idle", "prompt", "vision", "decode")
+_MASK_WEIGHTS = np.array([0.1, 0.1, 0.25, 0.1, 0.45])
+
+
+def _per_request(rng, values: np.ndarray, column: bool) -> np.ndarray:
+    return values.reshape(-1, 1) if column and rng.random() < 0.5 else values
+
+
+def preprocess_state(
+    rng: np.random.Generator,
+    bsz: int,
+    *,
+    num_model_step: int,
+    splitwise_prefill: bool = False,
+    truncate_first_token: bool = False,
+    extra_rows: int = 0,
+    column_vectors: bool = False,
+) -> State:
+    """A valid input of draft_model_preprocess for `bsz` requests.
+
+    `extra_rows` adds rows past bsz (the op must leave them alone);
+    `column_vectors` makes some per-request vectors [N, 1].
+    """
+    k = num_model_step
+    N = bsz + extra_rows
+    D = int(rng.integers(k + 1, k + 4))        # draft_tokens columns
+    A = int(rng.integers(k + 1, k + 4))        # accept_tokens columns
+    L = int(rng.integers(4, 40))               # input_ids columns
+    P = int(rng.integers(8, 64))               # pre_ids columns
+    Db = int(rng.integers(1, k + 3))           # base_model_draft_tokens columns
+    i64, i32 = np.int64, np.int32
+
+    s: State = {
+        "draft_tokens": rng.integers(-1, 1000, (N, D)).astype(i64),
+        "input_ids": rng.integers(0, 1000, (N, L)).astype(i64),
+        "stop_flags": rng.random(N) < 0.3,
+        "seq_lens_this_time": rng.integers(0, 4, bsz).astype(i32),
+        "seq_lens_encoder": np.zeros(N, i32),
+        "seq_lens_decoder": rng.integers(0, 200, N).astype(i32),
+        "step_idx": rng.integers(0, 100, N).astype(i64),
+        "not_need_stop": np.array([rng.random() < 0.5]),
+        "is_block_step": rng.random(N) < 0.2,
+        "batch_drop": np.zeros(N, bool),
+        "pre_ids": rng.integers(-1, 1000, (N, P)).astype(i64),
+        "mask_rollback": rng.integers(-3, 4, N).astype(i32),
+        "accept_tokens": rng.integers(0, 1000, (N, A)).astype(i64),
+        "accept_num": np.zeros(N, i32),
+        "base_model_seq_lens_this_time": rng.integers(0, 5, N).astype(i32),
+        "base_model_seq_lens_encoder": rng.integers(0, 5, N).astype(i32),
+        "base_model_seq_lens_decoder": rng.integers(0, 200, N).astype(i32),
+        "base_model_step_idx": rng.integers(0, P + 1, N).astype(i64),
+        "base_model_stop_flags": np.zeros(N, bool),
+        "base_model_is_block_step": rng.random(N) < 0.1,
+        "base_model_draft_tokens": rng.integers(-1, 1000, (N, Db)).astype(i64),
+    }
+    max_E = L if truncate_first_token else L - 1  # the first token must land inside input_ids
+    for i in range(bsz):
+        if splitwise_prefill:
+            running = rng.random() < 0.7
+            s["seq_lens_encoder"][i] = rng.integers(1, max_E + 1) if running else rng.integers(-1, 1)
+            continue
+        branch = PREPROCESS_BRANCHES[rng.choice(len(PREPROCESS_BRANCHES), p=_PREPROCESS_WEIGHTS)]
+        if branch == "block_step":
+            s["base_model_stop_flags"][i] = True
+            s["base_model_is_block_step"][i] = True
+        elif branch == "base_stopped":
+            s["base_model_stop_flags"][i] = True
+            s["base_model_is_block_step"][i] = False
+        elif branch == "dropped":
+            s["batch_drop"][i] = True
+        elif branch == "prefill":
+            s["seq_lens_encoder"][i] = rng.integers(1, max_E + 1)
+        else:  # decode or recover
+            a = int(rng.integers(0, min(A, D) + 1))
+            s["accept_num"][i] = a
+            s["base_model_step_idx"][i] = rng.integers(a, P + 1)
+            if branch == "recover":
+                s["stop_flags"][i] = True
+                s["base_model_seq_lens_decoder"][i] = rng.integers(a, a + 200)
+            else:
+                s["stop_flags"][i] = False
+                s["seq_lens_decoder"][i] = rng.integers(k - 1, k + 200)
+    if column_vectors:
+        for t in DRAFT_MODEL_PREPROCESS.inputs:
+            if s[t.name].ndim == 1 and t.name != "not_need_stop":
+                s[t.name] = _per_request(rng, s[t.name], True)
+    return s
+
+
+def mask_state(
+    rng: np.random.Generator,
+    bsz: int,
+    *,
+    extra_rows: int = 0,
+    padding_tokens: int = 0,
+    column_vectors: bool = False,
+) -> State:
+    """A valid input of update_attn_mask_offsets for `bsz` requests."""
+    N = bsz + extra_rows
+    M = int(rng.integers(4, 48))   # attn_mask_offsets_full columns (max_model_len)
+    Ds = int(rng.integers(1, 8))   # decode_states columns
+    i32 = np.int32
+    enc = np.zeros(N, i32)
+    dec = rng.integers(0, 300, N).astype(i32)
+    block = np.zeros(N, bool)
+    n = np.zeros(bsz, i32)
+    states = rng.integers(-1, 3, (N, Ds)).astype(i32)
+    for i in range(bsz):
+        branch = MASK_BRANCHES[rng.choice(len(MASK_BRANCHES), p=_MASK_WEIGHTS)]
+        if branch == "block_step":
+            block[i] = True
+            n[i] = rng.integers(0, 3)
+        elif branch == "idle":
+            dec[i] = 0
+            n[i] = rng.integers(0, 2)
+        elif branch in ("prompt", "vision"):
+            enc[i] = rng.integers(1, 100)
+            n[i] = rng.integers(0, M + 1)
+            if branch == "vision":
+                states[i, 0] = 2
+                dec[i] = rng.integers(1, 300)
+            elif rng.random() < 0.5:
+                dec[i] = 0
+            elif states[i, 0] == 2:
+                states[i, 0] = 0
+        else:  # decode
+            dec[i] = rng.integers(1, 300)
+            n[i] = rng.integers(0, Ds + 1) if rng.random() < 0.7 else 1
+    cu = np.zeros(bsz + 1, i32)
+    cu[1:] = np.cumsum(n)
+    T = int(cu[-1]) + padding_tokens
+    s: State = {
+        "ids_remove_padding": rng.integers(0, 1000, T).astype(np.int64),
+        "seq_lens_this_time": n,
+        "seq_lens_encoder": enc,
+        "seq_lens_decoder": dec,
+        "cu_seqlens_q": cu,
+        "attn_mask_offsets_full": np.sort(rng.integers(0, 500, (N, M)), axis=1).astype(i32),
+        "attn_mask_offsets_decoder": rng.integers(0, 400, N).astype(i32),
+        "is_block_step": block,
+        "decode_states": states,
+        "mask_rollback": rng.integers(-3, 4, N).astype(i32),
+    }
+    if column_vectors:
+        for t in UPDATE_ATTN_MASK_OFFSETS.inputs:
+            if s[t.name].ndim == 1 and t.name not in ("ids_remove_padding", "cu_seqlens_q"):
+                s[t.name] = _per_request(rng, s[t.name], True)
+    return s
+
+
+def copy_state(s: State) -> State:
+    return {k: v.copy() for k, v in s.items()}

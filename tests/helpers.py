@@ -1,0 +1,74 @@
+"""Shared test helpers: run an op on numpy state through Paddle tensors."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import paddle
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from fastdeploy_mtp import ops, reference  # noqa: E402
+
+
+def gpu_available() -> bool:
+    return paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
+
+
+DEVICES = ["cpu"] + (["gpu"] if gpu_available() else [])
+
+
+def place_of(device: str):
+    return paddle.CUDAPlace(0) if device == "gpu" else paddle.CPUPlace()
+
+
+def to_tensors(state, device="cpu", host_flag=True):
+    """Paddle tensors of a numpy state. not_need_stop stays on the CPU unless
+    host_flag is False. Only copies: Paddle's own GPU kernels are not used."""
+    out = {}
+    for name, arr in state.items():
+        place = paddle.CPUPlace() if (name == "not_need_stop" and host_flag) else place_of(device)
+        out[name] = paddle.to_tensor(arr, place=place)
+    return out
+
+
+def to_numpy(tensors):
+    return {k: v.numpy() for k, v in tensors.items()}
+
+
+def run_preprocess_op(state, attrs, device="cpu"):
+    """Runs the op; returns the state after it (numpy)."""
+    t = to_tensors(state, device)
+    ops.draft_model_preprocess(**t, **attrs)
+    return to_numpy(t)
+
+
+def run_preprocess_ref(state, attrs):
+    s = {k: v.copy() for k, v in state.items()}
+    reference.draft_model_preprocess(**s, **attrs)
+    return s
+
+
+def run_mask_op(state, device="cpu"):
+    t = to_tensors(state, device)
+    out = ops.update_attn_mask_offsets(**t)
+    return out.numpy(), to_numpy(t)
+
+
+def run_mask_ref(state):
+    s = {k: v.copy() for k, v in state.items()}
+    out = reference.update_attn_mask_offsets(**s)
+    return out, s
+
+
+def assert_states_equal(got, want, context=""):
+    assert got.keys() == want.keys()
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=f"{context} field {name}")
+
+
+def preprocess_attrs(k, truncate=False, splitwise=False, v1=False):
+    return dict(num_model_step=k, truncate_first_token=truncate, splitwise_prefill=splitwise,
+                kvcache_scheduler_v1=v1)

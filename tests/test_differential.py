@@ -1,0 +1,96 @@
+"""The ops against the numpy reference on random valid states.
+
+Hypothesis draws the shape of the problem (batch size, k, flags, seed); the
+seed then draws every value, so each example is a whole batch that mixes all
+branches. Every tensor is compared, rows past bsz included.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fastdeploy_mtp import states
+from helpers import (DEVICES, assert_states_equal, preprocess_attrs, run_mask_op, run_mask_ref,
+                     run_preprocess_op, run_preprocess_ref)
+
+SETTINGS = settings(max_examples=150, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+def check_preprocess(seed, bsz, k, truncate, splitwise, v1, extra_rows, column, device="cpu"):
+    rng = np.random.default_rng(seed)
+    s = states.preprocess_state(rng, bsz, num_model_step=k, splitwise_prefill=splitwise,
+                                truncate_first_token=truncate, extra_rows=extra_rows,
+                                column_vectors=column)
+    attrs = preprocess_attrs(k, truncate, splitwise, v1)
+    want = run_preprocess_ref(s, attrs)
+    got = run_preprocess_op(s, attrs, device)
+    assert_states_equal(got, want, f"seed={seed} bsz={bsz} attrs={attrs}")
+
+
+def check_mask(seed, bsz, extra_rows, padding, column, device="cpu"):
+    rng = np.random.default_rng(seed)
+    s = states.mask_state(rng, bsz, extra_rows=extra_rows, padding_tokens=padding,
+                          column_vectors=column)
+    want_out, want = run_mask_ref(s)
+    got_out, got = run_mask_op(s, device)
+    np.testing.assert_array_equal(got_out, want_out, err_msg=f"seed={seed} attn_mask_offsets")
+    assert_states_equal(got, want, f"seed={seed} bsz={bsz}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 96), k=st.integers(1, 5),
+       truncate=st.booleans(), splitwise=st.booleans(), v1=st.booleans(),
+       extra_rows=st.integers(0, 3), column=st.booleans())
+def test_preprocess_matches_reference(device, seed, bsz, k, truncate, splitwise, v1,
+                                      extra_rows, column):
+    check_preprocess(seed, bsz, k, truncate, splitwise, v1, extra_rows, column, device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 96), extra_rows=st.integers(0, 3),
+       padding=st.integers(0, 4), column=st.booleans())
+def test_mask_matches_reference(device, seed, bsz, extra_rows, padding, column):
+    check_mask(seed, bsz, extra_rows, padding, column, device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("bsz", [1, 512, 4096])
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_preprocess_large_batches(device, bsz, k):
+    for splitwise in (False, True):
+        check_preprocess(bsz * 10 + k, bsz, k, truncate=bool(k % 2), splitwise=splitwise,
+                         v1=not k % 2, extra_rows=1, column=False, device=device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("bsz", [1, 512, 4096])
+def test_mask_large_batches(device, bsz):
+    check_mask(bsz, bsz, extra_rows=2, padding=3, column=False, device=device)
+
+
+def test_state_generator_reaches_every_branch():
+    """Guards the generator: the differential tests above are only as good as
+    the branches it produces."""
+    from fastdeploy_mtp.reference import _vec
+
+    rng = np.random.default_rng(0)
+    s = states.preprocess_state(rng, 200, num_model_step=3)
+    base_stop, base_block = _vec(s["base_model_stop_flags"]), _vec(s["base_model_is_block_step"])
+    E, stop, drop = s["seq_lens_encoder"][:200], s["stop_flags"][:200], s["batch_drop"][:200]
+    running = ~(base_stop | drop)
+    assert (base_stop & base_block).any() and (base_stop & ~base_block).any() and drop.any()
+    assert (running & (E > 0)).any()
+    assert (running & (E == 0) & stop).any() and (running & (E == 0) & ~stop).any()
+    assert (running & (E == 0) & (s["accept_num"][:200] == 0)).any()
+    assert (running & (E == 0) & s["is_block_step"][:200] & ~base_block).any()
+    m = states.mask_state(rng, 200)
+    enc, dec, n = m["seq_lens_encoder"], m["seq_lens_decoder"], m["seq_lens_this_time"]
+    vision = (enc[:200] > 0) & (m["decode_states"][:200, 0] == 2) & (dec[:200] > 0)
+    assert m["is_block_step"].any() and ((enc == 0) & (dec == 0)).any() and vision.any()
+    assert ((enc[:200] > 0) & ~vision).any()
+    decode = (enc[:200] == 0) & (dec[:200] > 0) & ~m["is_block_step"][:200]
+    assert (decode & (n > 1)).any() and (decode & (n == 1)).any()
