@@ -1,0 +1,299 @@
+"""Bad input: a clear error naming request, field and values; nothing changed.
+
+Each per-request check is provoked in one request of an otherwise valid
+batch (with a second bad request later, to pin that the first is reported),
+on every device; the reference must refuse the same request and field.
+"""
+
+import re
+
+import numpy as np
+import pytest
+
+from fastdeploy_mtp import ops, reference, states
+from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
+from helpers import DEVICES, preprocess_attrs, to_numpy, to_tensors
+
+BAD, LATER_BAD, BSZ = 5, 9, 12
+
+
+def idle_preprocess_state(k=3, **kw):
+    """A valid batch where every request is parked by the base model."""
+    s = states.preprocess_state(np.random.default_rng(1), BSZ, num_model_step=k, **kw)
+    s["base_model_stop_flags"][:] = True
+    return s
+
+
+def decode_request(s, i, k, a=1):
+    s["base_model_stop_flags"][i] = False
+    s["batch_drop"][i] = False
+    s["seq_lens_encoder"][i] = 0
+    s["stop_flags"][i] = False
+    s["seq_lens_decoder"][i] = 10 + k
+    s["accept_num"][i] = a
+    s["base_model_step_idx"][i] = a + 1
+
+
+def prefill_request(s, i, E):
+    s["base_model_stop_flags"][i] = False
+    s["batch_drop"][i] = False
+    s["seq_lens_encoder"][i] = E
+
+
+def break_first_token(s, i, k):
+    prefill_request(s, i, s["input_ids"].shape[1])  # column E == L: one past the end
+
+
+def break_accept_num_high(s, i, k):
+    decode_request(s, i, k)
+    s["accept_num"][i] = min(s["accept_tokens"].shape[1], s["draft_tokens"].shape[1]) + 1
+    s["base_model_step_idx"][i] = s["accept_num"][i]
+
+
+def break_accept_num_negative(s, i, k):
+    decode_request(s, i, k)
+    s["accept_num"][i] = -1
+
+
+def break_pre_ids_before_start(s, i, k):
+    decode_request(s, i, k, a=2)
+    s["base_model_step_idx"][i] = 1  # window [-1, 1)
+
+
+def break_pre_ids_past_end(s, i, k):
+    decode_request(s, i, k, a=2)
+    s["base_model_step_idx"][i] = s["pre_ids"].shape[1] + 1
+
+
+def break_rollback_below_zero(s, i, k):
+    decode_request(s, i, k)
+    s["seq_lens_decoder"][i] = k - 2
+
+
+def break_recovery_below_zero(s, i, k):
+    decode_request(s, i, k, a=2)
+    s["stop_flags"][i] = True
+    s["base_model_seq_lens_decoder"][i] = 1
+
+
+def break_negative_encoder(s, i, k):
+    decode_request(s, i, k)
+    s["seq_lens_encoder"][i] = -1
+
+
+PREPROCESS_CASES = {
+    "first token past input_ids": (break_first_token, "input_ids"),
+    "accept_num above min(A, D)": (break_accept_num_high, "accept_num"),
+    "accept_num negative": (break_accept_num_negative, "accept_num"),
+    "pre_ids window before column 0": (break_pre_ids_before_start, "pre_ids"),
+    "pre_ids window past the end": (break_pre_ids_past_end, "pre_ids"),
+    "rollback makes seq_lens_decoder negative": (break_rollback_below_zero, "seq_lens_decoder"),
+    "recovery makes seq_lens_decoder negative": (break_recovery_below_zero, "seq_lens_decoder"),
+    "running request with negative seq_lens_encoder": (break_negative_encoder, "seq_lens_encoder"),
+}
+
+
+def assert_refused(call, tensors, before, op, request, field):
+    with pytest.raises(ops.BadInputError) as info:
+        call(tensors)
+    msg = str(info.value)
+    assert msg.startswith(f"{op}: "), msg
+    if request is not None:
+        assert f"request {request}: {field}" in msg, msg
+        assert re.search(r"-?\d+", msg.split(f"{field}", 1)[1]), f"no values in: {msg}"
+    else:
+        assert field in msg, msg
+    after = to_numpy(tensors)
+    for name, arr in before.items():
+        assert after[name].dtype == arr.dtype and after[name].tobytes() == arr.tobytes(), name
+    return msg
+
+
+def ref_refusal(fn, s, *args):
+    s = {k: v.copy() for k, v in s.items()}
+    with pytest.raises(ops.BadInputError) as info:
+        fn(**s, **(args[0] if args else {}))
+    m = re.search(r"request (\d+): (\w+)", str(info.value))
+    return int(m.group(1)), m.group(2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", sorted(PREPROCESS_CASES))
+@pytest.mark.parametrize("k", [1, 3])
+def test_preprocess_request_checks(device, case, k):
+    breaker, field = PREPROCESS_CASES[case]
+    if case.startswith("rollback") and k == 1:
+        pytest.skip("k = 1 rolls nothing back")
+    s = idle_preprocess_state(k)
+    breaker(s, BAD, k)
+    breaker(s, LATER_BAD, k)
+    attrs = preprocess_attrs(k, v1=True)
+    assert ref_refusal(reference.draft_model_preprocess, s, attrs) == (BAD, field)
+    assert_refused(lambda t: ops.draft_model_preprocess(**t, **attrs), to_tensors(s, device), s,
+                   "draft_model_preprocess", BAD, field)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("truncate", [False, True])
+def test_prefill_node_first_token_check(device, truncate):
+    s = idle_preprocess_state(1, splitwise_prefill=True)
+    s["seq_lens_encoder"][:] = 0
+    L = s["input_ids"].shape[1]
+    s["seq_lens_encoder"][BAD] = L + 1 if truncate else L
+    attrs = preprocess_attrs(1, truncate=truncate, splitwise=True)
+    assert ref_refusal(reference.draft_model_preprocess, s, attrs) == (BAD, "input_ids")
+    assert_refused(lambda t: ops.draft_model_preprocess(**t, **attrs), to_tensors(s, device), s,
+                   "draft_model_preprocess", BAD, "input_ids")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("missing", ["accept_tokens", "pre_ids"])
+def test_prefill_needs_column_zero(device, missing):
+    s = idle_preprocess_state(2)
+    s[missing] = s[missing][:, :0].copy()
+    prefill_request(s, BAD, 2)
+    attrs = preprocess_attrs(2)
+    assert ref_refusal(reference.draft_model_preprocess, s, attrs) == (BAD, missing)
+    assert_refused(lambda t: ops.draft_model_preprocess(**t, **attrs), to_tensors(s, device), s,
+                   "draft_model_preprocess", BAD, missing)
+
+
+def _other_dtype(arr):
+    return arr.astype(np.int32) if arr.dtype != np.int32 else arr.astype(np.int64)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", [t.name for t in DRAFT_MODEL_PREPROCESS.inputs])
+@pytest.mark.parametrize("fault", ["dtype", "rank", "rows"])
+def test_preprocess_static_checks(device, name, fault):
+    s = idle_preprocess_state(2)
+    decode_request(s, 0, 2)
+    if fault == "dtype":
+        s[name] = _other_dtype(s[name])
+        expect = "must be"
+    elif fault == "rank":
+        s[name] = s[name].reshape(s[name].shape + (1, 1))
+        expect = "shape"
+    else:
+        if name in ("seq_lens_this_time",):
+            pytest.skip("seq_lens_this_time defines bsz")
+        if name == "not_need_stop":
+            s[name] = s[name][:0]
+            expect = "at least 1 element"
+        else:
+            s[name] = s[name][: BSZ - 1].copy()
+            expect = "fewer than the batch size"
+    if name == "not_need_stop" and fault == "rank":
+        pytest.skip("not_need_stop is read as a flat flag of any rank")
+    attrs = preprocess_attrs(2)
+    msg = assert_refused(lambda t: ops.draft_model_preprocess(**t, **attrs),
+                         to_tensors(s, device), s, "draft_model_preprocess", None, name)
+    assert expect in msg, msg
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_num_model_step_must_be_positive(device):
+    s = idle_preprocess_state(2)
+    assert_refused(lambda t: ops.draft_model_preprocess(**t, **preprocess_attrs(0)),
+                   to_tensors(s, device), s, "draft_model_preprocess", None, "num_model_step")
+
+
+# ---------------------------------------------------------------------------
+# update_attn_mask_offsets
+
+
+def mask_base():
+    s = states.mask_state(np.random.default_rng(3), BSZ, padding_tokens=2)
+    s["is_block_step"][:] = True
+    return s
+
+
+def decode_mask_request(s, i, n):
+    s["is_block_step"][i] = False
+    s["seq_lens_encoder"][i] = 0
+    s["seq_lens_decoder"][i] = 7
+    set_tokens(s, i, n)
+
+
+def set_tokens(s, i, n):
+    s["seq_lens_this_time"][i] = n
+    cu = np.zeros(BSZ + 1, np.int32)
+    cu[1:] = np.cumsum(np.maximum(s["seq_lens_this_time"], 0))
+    s["cu_seqlens_q"] = cu
+    s["ids_remove_padding"] = np.zeros(int(cu[-1]) + 2, np.int64)
+
+
+def break_negative_n(s, i):
+    decode_mask_request(s, i, 1)
+    s["seq_lens_this_time"][i] = -1
+
+
+def break_tokens_past_ids(s, i):
+    decode_mask_request(s, i, 1)
+    s["cu_seqlens_q"][i] = s["ids_remove_padding"].shape[0]
+
+
+def break_prompt_past_full(s, i):
+    decode_mask_request(s, i, s["attn_mask_offsets_full"].shape[1] + 1)
+    s["seq_lens_encoder"][i] = 5
+    s["decode_states"][i, 0] = 0
+
+
+def break_decode_past_states(s, i):
+    decode_mask_request(s, i, s["decode_states"].shape[1] + 1)
+
+
+def break_negative_decoder(s, i):
+    decode_mask_request(s, i, 1)
+    s["seq_lens_decoder"][i] = -4
+
+
+MASK_CASES = {
+    "negative seq_lens_this_time": (break_negative_n, "seq_lens_this_time"),
+    "tokens past ids_remove_padding": (break_tokens_past_ids, "cu_seqlens_q"),
+    "prompt longer than attn_mask_offsets_full": (break_prompt_past_full, "attn_mask_offsets_full"),
+    "decode tokens past decode_states": (break_decode_past_states, "decode_states"),
+    "negative seq_lens_decoder": (break_negative_decoder, "seq_lens_encoder"),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", sorted(MASK_CASES))
+def test_mask_request_checks(device, case):
+    breaker, field = MASK_CASES[case]
+    s = mask_base()
+    breaker(s, BAD)
+    assert ref_refusal(reference.update_attn_mask_offsets, s) == (BAD, field)
+    assert_refused(lambda t: ops.update_attn_mask_offsets(**t), to_tensors(s, device), s,
+                   "update_attn_mask_offsets", BAD, field)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", [t.name for t in UPDATE_ATTN_MASK_OFFSETS.inputs
+                                  if t.name != "ids_remove_padding"])
+@pytest.mark.parametrize("fault", ["dtype", "rows"])
+def test_mask_static_checks(device, name, fault):
+    s = mask_base()
+    if fault == "dtype":
+        s[name] = _other_dtype(s[name])
+        expect = "must be"
+    elif name == "seq_lens_this_time":
+        pytest.skip("seq_lens_this_time defines bsz")
+    elif name == "cu_seqlens_q":
+        s[name] = s[name][:BSZ].copy()
+        expect = "at least"
+    else:
+        s[name] = s[name][: BSZ - 1].copy()
+        expect = "fewer than the batch size"
+    msg = assert_refused(lambda t: ops.update_attn_mask_offsets(**t), to_tensors(s, device), s,
+                         "update_attn_mask_offsets", None, name)
+    assert expect in msg, msg
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_decode_states_needs_a_column(device):
+    s = mask_base()
+    s["decode_states"] = s["decode_states"][:, :0].copy()
+    msg = assert_refused(lambda t: ops.update_attn_mask_offsets(**t), to_tensors(s, device), s,
+                         "update_attn_mask_offsets", None, "decode_states")
+    assert "at least 1 columns" in msg

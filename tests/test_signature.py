@@ -1,0 +1,103 @@
+"""The signature table against the registration, the wrappers and the reference."""
+
+import dataclasses
+import inspect
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fastdeploy_mtp import ops, reference
+from fastdeploy_mtp.registration import differences, read_registered
+from fastdeploy_mtp.signature import OPS
+from helpers import preprocess_attrs, to_numpy, to_tensors
+from fastdeploy_mtp import states
+
+REPO = __import__("os").path.dirname(__import__("os").path.dirname(__import__("os").path.abspath(__file__)))
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_registration_matches_table(name):
+    assert differences(OPS[name], read_registered(name)) == []
+
+
+def test_check_notices_a_drifted_table():
+    sig = OPS["draft_model_preprocess"]
+    swapped = list(sig.inputs)
+    swapped[4], swapped[5] = swapped[5], swapped[4]  # seq_lens_encoder <-> seq_lens_decoder
+    drifted = dataclasses.replace(sig, inputs=tuple(swapped))
+    diffs = differences(drifted, read_registered(sig.name))
+    assert any(".inputs" in d for d in diffs) and any(".outputs" in d for d in diffs)
+
+
+def test_check_command_exits_zero_and_lists_everything():
+    r = subprocess.run([sys.executable, "-m", "fastdeploy_mtp", "check"], cwd=REPO,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for sig in OPS.values():
+        assert f"{sig.name}: OK" in r.stdout
+        for pair in sig.inplace_map.items():
+            assert "%s -> %s" % pair in r.stdout
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+@pytest.mark.parametrize("impl", [ops, reference], ids=["wrapper", "reference"])
+def test_python_signatures_follow_table(name, impl):
+    sig = OPS[name]
+    params = list(inspect.signature(getattr(impl, name)).parameters.values())
+    assert tuple(p.name for p in params) == sig.input_names + sig.attr_names
+    assert all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params)
+
+
+def test_fastdeploy_positional_call():
+    """21 tensors in the table's order, then the 4 attributes, straight to the
+    registered op as a FastDeploy-style runner calls it, agrees with the
+    keyword call through the wrapper."""
+    sig = OPS["draft_model_preprocess"]
+    assert len(sig.input_names) == 21 and len(sig.attrs) == 4
+    s = states.preprocess_state(np.random.default_rng(7), 40, num_model_step=3)
+    attrs = preprocess_attrs(3, truncate=True, v1=True)
+    a, b = to_tensors(s), to_tensors(s)
+    ops.load_library().draft_model_preprocess(*[a[n] for n in sig.input_names],
+                                              *[attrs[n] for n in sig.attr_names])
+    ops.draft_model_preprocess(**b, **attrs)
+    for name, arr in to_numpy(b).items():
+        np.testing.assert_array_equal(to_numpy(a)[name], arr, err_msg=name)
+
+
+def test_mask_positional_call():
+    sig = OPS["update_attn_mask_offsets"]
+    s = states.mask_state(np.random.default_rng(8), 40)
+    a, b = to_tensors(s), to_tensors(s)
+    out_a = ops.load_library().update_attn_mask_offsets(*[a[n] for n in sig.input_names])
+    out_b = ops.update_attn_mask_offsets(**b)
+    np.testing.assert_array_equal(out_a[0].numpy(), out_b.numpy())
+    for name, arr in to_numpy(b).items():
+        np.testing.assert_array_equal(to_numpy(a)[name], arr, err_msg=name)
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_written_tensors_are_exactly_the_declared_ones(name):
+    """Diff every input before and after: whatever changes must be declared in
+    place, and every declared tensor does change on some state."""
+    sig = OPS[name]
+    changed_somewhere = set()
+    for seed in range(30):
+        rng = np.random.default_rng(seed)
+        if name == "draft_model_preprocess":
+            k = 1 + seed % 4
+            s = states.preprocess_state(rng, 30, num_model_step=k, splitwise_prefill=seed % 5 == 0)
+            t = to_tensors(s)
+            ops.draft_model_preprocess(**t, **preprocess_attrs(k, splitwise=seed % 5 == 0,
+                                                              v1=seed % 2 == 0))
+        else:
+            s = states.mask_state(rng, 30)
+            t = to_tensors(s)
+            ops.update_attn_mask_offsets(**t)
+        after = to_numpy(t)
+        for n in sig.input_names:
+            if not np.array_equal(after[n], s[n]):
+                assert n in sig.written, f"{name} changed {n}, which is not declared in place"
+                changed_somewhere.add(n)
+    assert changed_somewhere == set(sig.written)
