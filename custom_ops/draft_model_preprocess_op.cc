@@ -3,7 +3,7 @@
 // mtp_bookkeeping.h; the registered signature is checked against
 // fastdeploy_mtp/signature.py by `python -m fastdeploy_mtp check`.
 #include "gpu_record.h"
-#include "mtp_bookkeeping.h"
+#include "mtp_cpu.h"
 #include "mtp_errors.h"
 #include "tensor_checks.h"
 #ifdef PADDLE_WITH_CUDA

@@ -1,6 +1,6 @@
 // The per-request rules of ../shared/spec/mtp-bookkeeping.md, written once.
 //
-// Plain C++ with no Paddle in it: the CPU loop (mtp_cpu.cc) and the CUDA
+// Plain C++ with no Paddle in it: the CPU loop (mtp_cpu.h) and the CUDA
 // kernels (mtp_kernels.cu) both call these functions, so the CPU tests
 // exercise exactly the code the GPU runs.
 //
@@ -322,48 +322,27 @@ MTP_HD void apply_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
   }
 }
 
-}  // namespace mtp
+// What a whole-batch run reports back: from the CPU loop (mtp_cpu.h) directly,
+// from the GPU as one small device-to-host copy.
+enum OpId : int64_t { kPreprocessOp = 1, kMaskOp = 2 };
+// Set in `origin` when a kernel found an unreported error from an earlier
+// asynchronous call and therefore changed nothing.
+constexpr int64_t kDeferred = 1 << 8;
 
-namespace mtp {
-
-// What a whole-batch run reports back: from the CPU loop directly, from the
-// GPU as one small device-to-host copy.
 struct ErrorRecord {
   int64_t any_running;  // becomes not_need_stop
   int64_t code;         // Check; kOk when the batch was applied
   int64_t request;      // first failing request index
   int64_t v[4];
-  int64_t reserved;
+  int64_t origin;       // OpId of the failing call, | kDeferred
 };
 static_assert(sizeof(ErrorRecord) == 64, "the record is copied as raw bytes");
 
 MTP_HD ErrorRecord record_ok(bool any_running) {
   return ErrorRecord{any_running ? 1 : 0, kOk, -1, {0, 0, 0, 0}, 0};
 }
-MTP_HD ErrorRecord record_failure(int64_t i, const Failure& f) {
-  return ErrorRecord{0, f.code, i, {f.v[0], f.v[1], f.v[2], f.v[3]}, 0};
-}
-
-// The CPU drivers: check the whole batch, then apply it.
-inline ErrorRecord preprocess_batch(const PreprocessTensors& t, const PreprocessAttrs& a,
-                                    int64_t bsz) {
-  for (int64_t i = 0; i < bsz; ++i) {
-    const Failure f = check_preprocess(t, plan_preprocess(t, a, i), i);
-    if (f.code != kOk) return record_failure(i, f);
-  }
-  bool any = false;
-  for (int64_t i = 0; i < bsz; ++i) any |= apply_preprocess(t, plan_preprocess(t, a, i), i);
-  return record_ok(any);
-}
-
-inline ErrorRecord mask_batch(const MaskTensors& t, int64_t bsz) {
-  for (int64_t i = 0; i < bsz; ++i) {
-    const Failure f = check_mask(t, plan_mask(t, i), i);
-    if (f.code != kOk) return record_failure(i, f);
-  }
-  for (int64_t k = 0; k < 2 * t.num_tokens; ++k) t.out[k] = 0;
-  for (int64_t i = 0; i < bsz; ++i) apply_mask(t, plan_mask(t, i), i);
-  return record_ok(false);
+MTP_HD ErrorRecord record_failure(OpId op, int64_t i, const Failure& f) {
+  return ErrorRecord{0, f.code, i, {f.v[0], f.v[1], f.v[2], f.v[3]}, op};
 }
 
 }  // namespace mtp

@@ -8,9 +8,20 @@
 
 namespace mtp {
 
+// `op` is the op being called; the record names the op that failed, which
+// differs when an earlier asynchronous call's error surfaces here.
 inline std::string describe_failure(const char* op, const ErrorRecord& r) {
   std::ostringstream s;
-  s << op << ": request " << r.request << ": ";
+  const int64_t failed = r.origin & (kDeferred - 1);
+  const char* failed_name = failed == kPreprocessOp ? "draft_model_preprocess"
+                            : failed == kMaskOp     ? "update_attn_mask_offsets"
+                                                    : op;
+  s << op << ": ";
+  if (r.origin & kDeferred) {
+    s << "nothing was changed: an earlier asynchronous call of " << failed_name
+      << " on this device failed and was not reported yet: " << failed_name << ": ";
+  }
+  s << "request " << r.request << ": ";
   const int64_t* v = r.v;
   switch (r.code) {
     case kFirstTokenOutsideInputIds:

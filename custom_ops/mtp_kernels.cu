@@ -20,9 +20,8 @@ int threads_for(int64_t work) {
   return threads > kMaxThreads ? kMaxThreads : (int)threads;
 }
 
-__device__ void write_failure(ErrorRecord* record, int64_t i, const Failure& f) {
-  *record = record_failure(i, f);
-}
+// Called by thread 0 when the record already held an error at launch.
+__device__ void mark_deferred(ErrorRecord* record) { record->origin |= kDeferred; }
 
 __global__ void preprocess_kernel(PreprocessTensors t, PreprocessAttrs a, int64_t bsz,
                                   bool* not_need_stop, ErrorRecord* record) {
@@ -33,7 +32,10 @@ __global__ void preprocess_kernel(PreprocessTensors t, PreprocessAttrs a, int64_
     pending = record->code != kOk;
   }
   __syncthreads();
-  if (pending) return;
+  if (pending) {
+    if (threadIdx.x == 0) mark_deferred(record);
+    return;
+  }
   for (int64_t i = threadIdx.x; i < bsz; i += blockDim.x) {
     if (check_preprocess(t, plan_preprocess(t, a, i), i).code != kOk)
       atomicMin(&first_bad, (long long)i);
@@ -41,8 +43,8 @@ __global__ void preprocess_kernel(PreprocessTensors t, PreprocessAttrs a, int64_
   __syncthreads();
   if (first_bad != LLONG_MAX) {
     if (threadIdx.x == 0)
-      write_failure(record, first_bad,
-                    check_preprocess(t, plan_preprocess(t, a, first_bad), first_bad));
+      *record = record_failure(kPreprocessOp, first_bad,
+                               check_preprocess(t, plan_preprocess(t, a, first_bad), first_bad));
     return;
   }
   int any = 0;
@@ -63,14 +65,18 @@ __global__ void mask_kernel(MaskTensors t, int64_t bsz, ErrorRecord* record) {
     pending = record->code != kOk;
   }
   __syncthreads();
-  if (pending) return;
+  if (pending) {
+    if (threadIdx.x == 0) mark_deferred(record);
+    return;
+  }
   for (int64_t i = threadIdx.x; i < bsz; i += blockDim.x) {
     if (check_mask(t, plan_mask(t, i), i).code != kOk) atomicMin(&first_bad, (long long)i);
   }
   __syncthreads();
   if (first_bad != LLONG_MAX) {
     if (threadIdx.x == 0)
-      write_failure(record, first_bad, check_mask(t, plan_mask(t, first_bad), first_bad));
+      *record = record_failure(kMaskOp, first_bad,
+                               check_mask(t, plan_mask(t, first_bad), first_bad));
     return;
   }
   // Every entry is written: zeros first, then each request's odd entries.

@@ -1,7 +1,7 @@
 // Paddle binding of update_attn_mask_offsets: boundary checks, raw views, and
 // dispatch to the CPU loop or the CUDA kernel (rules in mtp_bookkeeping.h).
 #include "gpu_record.h"
-#include "mtp_bookkeeping.h"
+#include "mtp_cpu.h"
 #include "mtp_errors.h"
 #include "tensor_checks.h"
 #ifdef PADDLE_WITH_CUDA

@@ -40,7 +40,7 @@ def sources(cuda: bool) -> List[str]:
 
 def compile_flags(cuda: bool) -> Dict[str, List[str]]:
     # Paddle 2.6 passes -std=c++14 by default; nvcc 13 and our headers need 17.
-    flags = {"cxx": ["-O3", "-std=c++17", f"-I{SOURCE_DIR}"]}
+    flags = {"cxx": ["-O2", "-std=c++17", f"-I{SOURCE_DIR}"]}
     if cuda:
         flags["nvcc"] = ["-O3", "-std=c++17", f"-I{SOURCE_DIR}", *CUDA_ARCH_FLAGS]
     return flags

@@ -1,0 +1,31 @@
+// The CPU drivers of the per-request rules: check the whole batch, then apply.
+#pragma once
+
+#include "mtp_bookkeeping.h"
+
+namespace mtp {
+
+// The views are taken by value: a local copy cannot alias the tensors, so the
+// compiler keeps the pointers and column counts in registers across stores.
+inline ErrorRecord preprocess_batch(const PreprocessTensors t, const PreprocessAttrs a,
+                                    int64_t bsz) {
+  for (int64_t i = 0; i < bsz; ++i) {
+    const Failure f = check_preprocess(t, plan_preprocess(t, a, i), i);
+    if (f.code != kOk) return record_failure(kPreprocessOp, i, f);
+  }
+  bool any = false;
+  for (int64_t i = 0; i < bsz; ++i) any |= apply_preprocess(t, plan_preprocess(t, a, i), i);
+  return record_ok(any);
+}
+
+inline ErrorRecord mask_batch(const MaskTensors t, int64_t bsz) {
+  for (int64_t i = 0; i < bsz; ++i) {
+    const Failure f = check_mask(t, plan_mask(t, i), i);
+    if (f.code != kOk) return record_failure(kMaskOp, i, f);
+  }
+  for (int64_t k = 0; k < 2 * t.num_tokens; ++k) t.out[k] = 0;
+  for (int64_t i = 0; i < bsz; ++i) apply_mask(t, plan_mask(t, i), i);
+  return record_ok(false);
+}
+
+}  // namespace mtp

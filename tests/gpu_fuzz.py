@@ -1,0 +1,95 @@
+"""Fuzz run for compute-sanitizer: both ops on the GPU over random valid and
+corrupted states, each result compared with the numpy reference.
+
+python tests/gpu_fuzz.py [--iterations N] [--max-bsz B]; exits 1 on any mismatch.
+Corrupted states get one random field of one request set to an extreme value;
+the op must then either refuse (leaving every tensor unchanged) or agree with
+the reference, and never touch memory outside a tensor (the sanitizer's part).
+"""
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from fastdeploy_mtp import ops, reference, states  # noqa: E402
+from helpers import to_numpy, to_tensors  # noqa: E402
+
+PRE_FIELDS = ["seq_lens_encoder", "seq_lens_decoder", "accept_num", "base_model_step_idx",
+              "base_model_seq_lens_decoder", "step_idx"]
+MASK_FIELDS = ["seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "cu_seqlens_q"]
+EXTREMES = [-(2**31), -5, -1, 10**6, 2**31 - 1]
+
+
+def corrupt(rng, s, fields):
+    name = fields[rng.integers(len(fields))]
+    arr = s[name].reshape(-1)
+    i = int(rng.integers(min(arr.shape[0], s["seq_lens_this_time"].shape[0])))
+    v = EXTREMES[rng.integers(len(EXTREMES))]
+    info = np.iinfo(arr.dtype)
+    arr[i] = np.clip(v, info.min, info.max)
+
+
+def same_outcome(run_op, run_ref, s, device):
+    """Both refuse with the same request, or both agree on every array."""
+    ref_state = {k: v.copy() for k, v in s.items()}
+    try:
+        ref_out = run_ref(ref_state)
+        ref_err = None
+    except ops.BadInputError as e:
+        ref_err = str(e).split(": ")[1]  # "request N"
+    t = to_tensors(s, device)
+    try:
+        out = run_op(t)
+        err = None
+    except ops.BadInputError as e:
+        err = str(e).split(": ")[1]
+    got = to_numpy(t)
+    if err is not None or ref_err is not None:
+        unchanged = all(got[k].tobytes() == s[k].tobytes() for k in s)
+        return err == ref_err and unchanged
+    if out is not None and not np.array_equal(out.numpy(), ref_out):
+        return False
+    return all(np.array_equal(got[k], ref_state[k]) for k in s)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--iterations", type=int, default=100)
+    p.add_argument("--max-bsz", type=int, default=2048)
+    p.add_argument("--device", choices=["gpu", "cpu"], default="gpu")
+    args = p.parse_args()
+    rng = np.random.default_rng(2026)
+    counts = {"valid": 0, "corrupted": 0, "mismatch": 0}
+    for it in range(args.iterations):
+        bsz = int(rng.integers(1, args.max_bsz + 1))
+        bad = it % 2 == 1
+        k = int(rng.integers(1, 6))
+        attrs = dict(num_model_step=k, truncate_first_token=bool(rng.integers(2)),
+                     splitwise_prefill=bool(rng.integers(2)), kvcache_scheduler_v1=bool(rng.integers(2)))
+        s = states.preprocess_state(rng, bsz, num_model_step=k, splitwise_prefill=attrs["splitwise_prefill"],
+                                    truncate_first_token=attrs["truncate_first_token"], extra_rows=1)
+        if bad:
+            corrupt(rng, s, PRE_FIELDS)
+        ok = same_outcome(lambda t: ops.draft_model_preprocess(**t, **attrs),
+                          lambda r: reference.draft_model_preprocess(**r, **attrs), s, args.device)
+        m = states.mask_state(rng, bsz, extra_rows=1, padding_tokens=int(rng.integers(0, 3)))
+        if bad:
+            corrupt(rng, m, MASK_FIELDS)
+        ok &= same_outcome(lambda t: ops.update_attn_mask_offsets(**t),
+                           lambda r: reference.update_attn_mask_offsets(**r), m, args.device)
+        counts["corrupted" if bad else "valid"] += 2
+        counts["mismatch"] += 0 if ok else 1
+        if not ok:
+            print(f"MISMATCH at iteration {it} (bsz {bsz}, attrs {attrs})", flush=True)
+    print(f"gpu_fuzz: {counts['valid']} valid and {counts['corrupted']} corrupted op calls, "
+          f"{counts['mismatch']} mismatches", flush=True)
+    return 1 if counts["mismatch"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""GPU-only behaviour: batches past one block, mixed devices, the asynchronous
+not_need_stop path. Skipped where Paddle has no CUDA (the CPU/GPU differential
+and bad-input tests run on the GPU through their `device` parameter)."""
+
+import numpy as np
+import pytest
+
+from fastdeploy_mtp import ops, states
+from helpers import (assert_states_equal, gpu_available, preprocess_attrs, run_mask_op,
+                     run_mask_ref, run_preprocess_op, run_preprocess_ref, to_numpy, to_tensors)
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not gpu_available(), reason="needs Paddle with CUDA and a GPU")]
+
+
+@pytest.mark.parametrize("bsz", [511, 512, 513, 1024, 8192])
+@pytest.mark.parametrize("k", [1, 4])
+def test_preprocess_every_request_of_big_batches(bsz, k):
+    """FastDeploy's one-block-of-512 kernel skips requests past 511; ours must not."""
+    s = states.preprocess_state(np.random.default_rng(bsz + k), bsz, num_model_step=k)
+    attrs = preprocess_attrs(k, v1=True)
+    assert_states_equal(run_preprocess_op(s, attrs, "gpu"), run_preprocess_ref(s, attrs))
+
+
+@pytest.mark.parametrize("bsz", [513, 8192])
+def test_mask_every_request_of_big_batches(bsz):
+    s = states.mask_state(np.random.default_rng(bsz), bsz, padding_tokens=5)
+    want_out, want = run_mask_ref(s)
+    got_out, got = run_mask_op(s, "gpu")
+    np.testing.assert_array_equal(got_out, want_out)
+    assert_states_equal(got, want)
+
+
+def test_last_request_of_8192_is_checked():
+    s = states.preprocess_state(np.random.default_rng(3), 8192, num_model_step=2)
+    i = 8191
+    s["base_model_stop_flags"][i] = s["batch_drop"][i] = False
+    s["seq_lens_encoder"][i] = 0
+    s["accept_num"][i] = -1
+    t = to_tensors(s, "gpu")
+    with pytest.raises(ops.BadInputError, match="request 8191: accept_num"):
+        ops.draft_model_preprocess(**t, **preprocess_attrs(2))
+    for name, arr in to_numpy(t).items():
+        assert arr.tobytes() == s[name].tobytes(), name
+
+
+def test_tensors_on_two_devices_are_refused():
+    s = states.preprocess_state(np.random.default_rng(4), 8, num_model_step=2)
+    t = to_tensors(s, "gpu")
+    t["pre_ids"] = to_tensors({"pre_ids": s["pre_ids"]}, "cpu")["pre_ids"]
+    with pytest.raises(ops.BadInputError, match="one device: pre_ids"):
+        ops.draft_model_preprocess(**t, **preprocess_attrs(2))
+    for name, arr in to_numpy(t).items():
+        assert arr.tobytes() == s[name].tobytes(), name
+
+
+def test_not_need_stop_on_the_gpu_is_written_there():
+    s = states.preprocess_state(np.random.default_rng(5), 300, num_model_step=3)
+    attrs = preprocess_attrs(3)
+    t = to_tensors(s, "gpu", host_flag=False)
+    assert t["not_need_stop"].place.is_gpu_place()
+    ops.draft_model_preprocess(**t, **attrs)
+    assert_states_equal(to_numpy(t), run_preprocess_ref(s, attrs))
+
+
+def test_asynchronous_error_waits_for_the_next_synchronous_call():
+    bad = states.preprocess_state(np.random.default_rng(6), 16, num_model_step=2)
+    bad["base_model_stop_flags"][3] = bad["batch_drop"][3] = False
+    bad["seq_lens_encoder"][3] = 0
+    bad["accept_num"][3] = 99
+    t_bad = to_tensors(bad, "gpu", host_flag=False)
+    ops.draft_model_preprocess(**t_bad, **preprocess_attrs(2))  # returns; error stays on device
+    for name, arr in to_numpy(t_bad).items():
+        assert arr.tobytes() == bad[name].tobytes(), name
+
+    good = states.preprocess_state(np.random.default_rng(7), 16, num_model_step=2)
+    t_good = to_tensors(good, "gpu")
+    with pytest.raises(ops.BadInputError, match="earlier asynchronous call.*request 3: accept_num"):
+        ops.draft_model_preprocess(**t_good, **preprocess_attrs(2))
+    for name, arr in to_numpy(t_good).items():  # the synchronous call changed nothing either
+        assert arr.tobytes() == good[name].tobytes(), name
+    # Reported once: the next call runs.
+    ops.draft_model_preprocess(**t_good, **preprocess_attrs(2))
+    assert_states_equal(to_numpy(t_good), run_preprocess_ref(good, preprocess_attrs(2)))
