@@ -39,6 +39,19 @@ step() {  # step NAME LOG COMMAND...
 } > "$report"
 
 PATTERN="building|error" step "build (setup_ops.py install)" build.log python3 setup_ops.py install
+smoke() {  # an op's error path: must raise, not crash
+  python3 -c "
+import numpy as np, paddle
+from fastdeploy_mtp import ops, states
+s = states.mask_state(np.random.default_rng(1), 4)
+s['seq_lens_this_time'][:] = -1; s['is_block_step'][:] = False; s['seq_lens_decoder'][:] = 3
+try:
+    ops.update_attn_mask_offsets(**{k: paddle.to_tensor(v, place=paddle.CUDAPlace(0)) for k, v in s.items()})
+except ops.BadInputError as e:
+    print('raised:', e)
+"
+}
+PATTERN="raised" step "error path" smoke.log smoke
 PATTERN="matches|difference" step "registration check" check.log python3 -m fastdeploy_mtp check
 PATTERN="passed|failed" step "pytest (CPU and GPU)" pytest.log python3 -m pytest -q -p no:cacheprovider tests
 PATTERN="ERROR SUMMARY|gpu_fuzz" step "memcheck over fuzz" memcheck.log \
@@ -46,8 +59,11 @@ PATTERN="ERROR SUMMARY|gpu_fuzz" step "memcheck over fuzz" memcheck.log \
 PATTERN="ERROR SUMMARY|gpu_fuzz" step "racecheck over fuzz" racecheck.log \
   compute-sanitizer --tool racecheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 4096
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
-  PATTERN="." step "benchmark" bench.log python3 -m fastdeploy_mtp bench --device gpu
-  { echo; echo '```'; cat "$OUT/bench.log" | grep -v -i "warn\|^I[0-9]\|^W[0-9]"; echo '```'; } >> "$report"
+  PATTERN="." step "benchmark vs numpy" bench.log python3 -m fastdeploy_mtp bench --device gpu
+  PATTERN="." step "benchmark vs floor and baseline" bench_gpu.log python3 -m fastdeploy_mtp bench-gpu
+  for b in bench bench_gpu; do
+    { echo; grep -v -i "warn\|^I[0-9]\|^W[0-9]\|INFO\|Compiling" "$OUT/$b.log"; } >> "$report"
+  done
 fi
 for tool in memcheck racecheck; do
   echo "$tool: $(grep -m1 'ERROR SUMMARY' "$OUT/$tool.log")" >> "$report"

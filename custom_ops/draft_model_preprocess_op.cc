@@ -15,7 +15,7 @@ namespace {
 constexpr const char* kOp = "draft_model_preprocess";
 
 void raise_if_failed(const mtp::ErrorRecord& r) {
-  if (r.code != mtp::kOk) PD_THROW(mtp::describe_failure(kOp, r));
+  if (r.code != mtp::kOk) mtp::raise(mtp::describe_failure(kOp, r));
 }
 
 }  // namespace
@@ -37,7 +37,7 @@ void DraftModelPreprocess(paddle::Tensor& draft_tokens, paddle::Tensor& input_id
                           bool truncate_first_token, bool splitwise_prefill,
                           bool kvcache_scheduler_v1) {
   using paddle::DataType;
-  PD_CHECK(num_model_step >= 1, kOp, ": num_model_step must be >= 1, got ", num_model_step);
+  MTP_CHECK(num_model_step >= 1, kOp, ": num_model_step must be >= 1, got ", num_model_step);
   mtp::ArgChecker c(kOp);
   const int64_t bsz = c.length_only(seq_lens_this_time, "seq_lens_this_time");
   c.vector(seq_lens_this_time, "seq_lens_this_time", DataType::INT32, bsz);
@@ -105,7 +105,7 @@ void DraftModelPreprocess(paddle::Tensor& draft_tokens, paddle::Tensor& input_id
   raise_if_failed(r);
   *not_need_stop.data<bool>() = r.any_running != 0;
 #else
-  PD_THROW(kOp, ": this build has no CUDA support; tensors are on ", c.place().DebugString());
+  mtp::raise(kOp, ": this build has no CUDA support; tensors are on ", mtp::place_name(c.place()));
 #endif
 }
 

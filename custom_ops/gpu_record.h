@@ -4,13 +4,16 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+
 #include "mtp_bookkeeping.h"
+#include "op_error.h"
 #include "paddle/extension.h"
 
 namespace mtp {
 
 inline void cuda_check(cudaError_t e, const char* op, const char* what) {
-  PD_CHECK(e == cudaSuccess, op, ": CUDA error in ", what, ": ", cudaGetErrorString(e));
+  MTP_CHECK(e == cudaSuccess, op, ": CUDA error in ", what, ": ", cudaGetErrorString(e));
 }
 
 // A device record and its pinned host mirror, one per thread and device. A
@@ -26,7 +29,7 @@ inline RecordBuffers& record_buffers(const paddle::Place& place, const char* op)
   constexpr int kMaxDevices = 64;
   thread_local RecordBuffers buffers[kMaxDevices];
   const int dev = place.GetDeviceId();
-  PD_CHECK(dev >= 0 && dev < kMaxDevices, op, ": unsupported device id ", dev);
+  MTP_CHECK(dev >= 0 && dev < kMaxDevices, op, ": unsupported device id ", dev);
   RecordBuffers& b = buffers[dev];
   if (b.device == nullptr) {
     int current = 0;
@@ -53,6 +56,17 @@ inline ErrorRecord read_record(RecordBuffers& b, cudaStream_t stream, const char
     cuda_check(cudaMemsetAsync(b.device, 0, sizeof(ErrorRecord), stream), op, "cudaMemsetAsync");
   }
   return r;
+}
+
+// update_attn_mask_offsets has no host tensor to say "don't wait": it runs
+// asynchronously while its stream is being captured into a CUDA graph, or when
+// FASTDEPLOY_MTP_ASYNC_MASK=1 is set in the environment.
+inline bool asynchronous_mask_call(cudaStream_t stream, const char* op) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cuda_check(cudaStreamIsCapturing(stream, &status), op, "cudaStreamIsCapturing");
+  if (status != cudaStreamCaptureStatusNone) return true;
+  const char* env = std::getenv("FASTDEPLOY_MTP_ASYNC_MASK");
+  return env != nullptr && env[0] == '1';
 }
 
 }  // namespace mtp

@@ -1,81 +1,68 @@
 // Host-side wording of the per-request checks in mtp_bookkeeping.h.
 #pragma once
 
-#include <sstream>
 #include <string>
 
 #include "mtp_bookkeeping.h"
+#include "op_error.h"
 
 namespace mtp {
 
 // `op` is the op being called; the record names the op that failed, which
 // differs when an earlier asynchronous call's error surfaces here.
 inline std::string describe_failure(const char* op, const ErrorRecord& r) {
-  std::ostringstream s;
+  std::string s;
   const int64_t failed = r.origin & (kDeferred - 1);
   const char* failed_name = failed == kPreprocessOp ? "draft_model_preprocess"
                             : failed == kMaskOp     ? "update_attn_mask_offsets"
                                                     : op;
-  s << op << ": ";
+  s += join(op, ": ");
   if (r.origin & kDeferred) {
-    s << "nothing was changed: an earlier asynchronous call of " << failed_name
-      << " on this device failed and was not reported yet: " << failed_name << ": ";
+    s += join("nothing was changed: an earlier asynchronous call of ", failed_name, " on this device failed and was not reported yet: ", failed_name, ": ");
   }
-  s << "request " << r.request << ": ";
+  s += join("request ", r.request, ": ");
   const int64_t* v = r.v;
   switch (r.code) {
     case kFirstTokenOutsideInputIds:
-      s << "input_ids: the first token goes to column " << v[0]
-        << ", outside input_ids' " << v[1] << " columns (seq_lens_encoder = " << v[2] << ")";
+      s += join("input_ids: the first token goes to column ", v[0], ", outside input_ids' ", v[1], " columns (seq_lens_encoder = ", v[2], ")");
       break;
     case kNoAcceptTokensColumn:
-      s << "accept_tokens: the first token is read from column 0, but accept_tokens has "
-        << v[0] << " columns";
+      s += join("accept_tokens: the first token is read from column 0, but accept_tokens has ", v[0], " columns");
       break;
     case kNoPreIdsColumn:
-      s << "pre_ids: the first token is written to column 0, but pre_ids has " << v[0]
-        << " columns";
+      s += join("pre_ids: the first token is written to column 0, but pre_ids has ", v[0], " columns");
       break;
     case kAcceptNumOutOfRange:
-      s << "accept_num: " << v[0] << " is outside [0, min(accept_tokens columns " << v[1]
-        << ", draft_tokens columns " << v[2] << ")]";
+      s += join("accept_num: ", v[0], " is outside [0, min(accept_tokens columns ", v[1], ", draft_tokens columns ", v[2], ")]");
       break;
     case kPreIdsWindowOutside:
-      s << "pre_ids: accepted tokens go to columns [" << v[0] << ", " << v[1]
-        << "), outside [0, " << v[2] << ") (base_model_step_idx = " << v[3] << ")";
+      s += join("pre_ids: accepted tokens go to columns [", v[0], ", ", v[1], "), outside [0, ", v[2], ") (base_model_step_idx = ", v[3], ")");
       break;
     case kNegativeSeqLensDecoder:
-      s << "seq_lens_decoder: the new value " << v[0] << " is negative (seq_lens_decoder = "
-        << v[1] << ", base_model_seq_lens_decoder = " << v[2] << ", accept_num = " << v[3]
-        << ")";
+      s += join("seq_lens_decoder: the new value ", v[0], " is negative (seq_lens_decoder = ", v[1], ", base_model_seq_lens_decoder = ", v[2], ", accept_num = ", v[3], ")");
       break;
     case kNegativeSeqLensEncoder:
-      s << "seq_lens_encoder: " << v[0] << " is negative for a running request";
+      s += join("seq_lens_encoder: ", v[0], " is negative for a running request");
       break;
     case kNegativeSeqLensThisTime:
-      s << "seq_lens_this_time: " << v[0] << " is negative";
+      s += join("seq_lens_this_time: ", v[0], " is negative");
       break;
     case kTokensOutsideIds:
-      s << "cu_seqlens_q: tokens [" << v[0] << ", " << v[0] + v[1]
-        << ") (cu_seqlens_q = " << v[0] << ", seq_lens_this_time = " << v[1]
-        << ") lie outside the " << v[2] << " tokens of ids_remove_padding";
+      s += join("cu_seqlens_q: tokens [", v[0], ", ", v[0] + v[1], ") (cu_seqlens_q = ", v[0], ", seq_lens_this_time = ", v[1], ") lie outside the ", v[2], " tokens of ids_remove_padding");
       break;
     case kTokensPastMaskFull:
-      s << "attn_mask_offsets_full: seq_lens_this_time = " << v[0] << " prompt tokens, but it has "
-        << v[1] << " columns";
+      s += join("attn_mask_offsets_full: seq_lens_this_time = ", v[0], " prompt tokens, but it has ", v[1], " columns");
       break;
     case kTokensPastDecodeStates:
-      s << "decode_states: seq_lens_this_time = " << v[0] << " tokens, but it has " << v[1]
-        << " columns";
+      s += join("decode_states: seq_lens_this_time = ", v[0], " tokens, but it has ", v[1], " columns");
       break;
     case kNegativeLength:
-      s << "seq_lens_encoder / seq_lens_decoder: " << v[0] << " / " << v[1]
-        << ", lengths must not be negative";
+      s += join("seq_lens_encoder / seq_lens_decoder: ", v[0], " / ", v[1], ", lengths must not be negative");
       break;
     default:
-      s << "unknown check " << r.code;
+      s += join("unknown check ", r.code);
   }
-  return s.str();
+  return s;
 }
 
 }  // namespace mtp

@@ -6,9 +6,16 @@
 #include <string>
 #include <vector>
 
+#include "op_error.h"
 #include "paddle/extension.h"
 
 namespace mtp {
+
+inline std::string place_name(const paddle::Place& p) {
+  if (p.GetType() == phi::AllocationType::CPU) return "cpu";
+  if (p.GetType() == phi::AllocationType::GPU) return "gpu:" + std::to_string(p.GetDeviceId());
+  return "another kind of device";
+}
 
 inline const char* dtype_name(paddle::DataType d) {
   switch (d) {
@@ -42,7 +49,7 @@ class ArgChecker {
               int64_t min_rows) {
     common(t, name, dtype);
     const auto& s = t.shape();
-    PD_CHECK(s.size() == 1 || (s.size() == 2 && s[1] == 1), op_, ": ", name,
+    MTP_CHECK(s.size() == 1 || (s.size() == 2 && s[1] == 1), op_, ": ", name,
              " must have shape [N] or [N, 1], got ", shape_str(s));
     rows(t, name, min_rows);
   }
@@ -53,10 +60,10 @@ class ArgChecker {
                  int64_t min_rows, int64_t min_cols = 0) {
     common(t, name, dtype);
     const auto& s = t.shape();
-    PD_CHECK(s.size() == 2, op_, ": ", name, " must have shape [N, columns], got ",
+    MTP_CHECK(s.size() == 2, op_, ": ", name, " must have shape [N, columns], got ",
              shape_str(s));
     rows(t, name, min_rows);
-    PD_CHECK(s[1] >= min_cols, op_, ": ", name, " must have at least ", min_cols,
+    MTP_CHECK(s[1] >= min_cols, op_, ": ", name, " must have at least ", min_cols,
              " columns, got shape ", shape_str(s));
     return s[1];
   }
@@ -65,14 +72,14 @@ class ArgChecker {
   void flat(const paddle::Tensor& t, const char* name, paddle::DataType dtype,
             int64_t min_numel) {
     common(t, name, dtype);
-    PD_CHECK(t.shape().size() >= 1 && t.numel() >= min_numel, op_, ": ", name,
+    MTP_CHECK(t.shape().size() >= 1 && t.numel() >= min_numel, op_, ": ", name,
              " must have at least ", min_numel, " elements, got shape ", shape_str(t.shape()));
   }
 
   // A tensor read only for its length: any dtype, rank >= 1. Returns shape[0].
   int64_t length_only(const paddle::Tensor& t, const char* name) {
     same_device(t, name);
-    PD_CHECK(t.shape().size() >= 1, op_, ": ", name, " must have rank >= 1, got shape ",
+    MTP_CHECK(t.shape().size() >= 1, op_, ": ", name, " must have rank >= 1, got shape ",
              shape_str(t.shape()));
     return t.shape()[0];
   }
@@ -80,12 +87,12 @@ class ArgChecker {
   // not_need_stop: bool, at least one element; on the shared device or on the
   // CPU (then the op returns only after the flag is on the host).
   void host_or_device_flag(const paddle::Tensor& t, const char* name) {
-    PD_CHECK(t.dtype() == paddle::DataType::BOOL, op_, ": ", name, " must be bool, got ",
+    MTP_CHECK(t.dtype() == paddle::DataType::BOOL, op_, ": ", name, " must be bool, got ",
              dtype_name(t.dtype()));
-    PD_CHECK(t.numel() >= 1, op_, ": ", name, " must have at least 1 element, got shape ",
+    MTP_CHECK(t.numel() >= 1, op_, ": ", name, " must have at least 1 element, got shape ",
              shape_str(t.shape()));
-    PD_CHECK(t.is_cpu() || t.place() == place_, op_, ": ", name, " must be on the CPU or on ",
-             place_.DebugString(), ", got ", t.place().DebugString());
+    MTP_CHECK(t.is_cpu() || t.place() == place_, op_, ": ", name, " must be on the CPU or on ",
+             place_name(place_), ", got ", place_name(t.place()));
   }
 
   // Where the tensors checked so far live.
@@ -93,8 +100,8 @@ class ArgChecker {
 
  private:
   void common(const paddle::Tensor& t, const char* name, paddle::DataType dtype) {
-    PD_CHECK(t.initialized() || t.numel() == 0, op_, ": ", name, " is not initialized");
-    PD_CHECK(t.dtype() == dtype, op_, ": ", name, " must be ", dtype_name(dtype), ", got ",
+    MTP_CHECK(t.initialized() || t.numel() == 0, op_, ": ", name, " is not initialized");
+    MTP_CHECK(t.dtype() == dtype, op_, ": ", name, " must be ", dtype_name(dtype), ", got ",
              dtype_name(t.dtype()));
     same_device(t, name);
   }
@@ -103,15 +110,15 @@ class ArgChecker {
     if (!have_place_) {
       place_ = t.place();
       have_place_ = true;
-      PD_CHECK(t.is_cpu() || t.is_gpu(), op_, ": ", name, " must be on the CPU or a GPU");
+      MTP_CHECK(t.is_cpu() || t.is_gpu(), op_, ": ", name, " must be on the CPU or a GPU");
       return;
     }
-    PD_CHECK(t.place() == place_, op_, ": all tensors must be on one device: ", name,
-             " is on ", t.place().DebugString(), ", the others on ", place_.DebugString());
+    MTP_CHECK(t.place() == place_, op_, ": all tensors must be on one device: ", name,
+             " is on ", place_name(t.place()), ", the others on ", place_name(place_));
   }
 
   void rows(const paddle::Tensor& t, const char* name, int64_t min_rows) {
-    PD_CHECK(t.shape()[0] >= min_rows, op_, ": ", name, " has ", t.shape()[0],
+    MTP_CHECK(t.shape()[0] >= min_rows, op_, ": ", name, " has ", t.shape()[0],
              " rows, fewer than the batch size ", min_rows, " (seq_lens_this_time)");
   }
 

@@ -13,7 +13,7 @@ namespace {
 constexpr const char* kOp = "update_attn_mask_offsets";
 
 void raise_if_failed(const mtp::ErrorRecord& r) {
-  if (r.code != mtp::kOk) PD_THROW(mtp::describe_failure(kOp, r));
+  if (r.code != mtp::kOk) mtp::raise(mtp::describe_failure(kOp, r));
 }
 
 }  // namespace
@@ -62,9 +62,11 @@ std::vector<paddle::Tensor> UpdateAttnMaskOffsets(
     cudaStream_t stream = seq_lens_this_time.stream();
     mtp::RecordBuffers& rec = mtp::record_buffers(c.place(), kOp);
     mtp::cuda_check(mtp::launch_mask(t, bsz, rec.device, stream), kOp, "kernel launch");
-    raise_if_failed(mtp::read_record(rec, stream, kOp));
+    // Asynchronous while a CUDA graph is captured (a sync is illegal then) or
+    // when the runner asks for it; errors then wait on the device.
+    if (!mtp::asynchronous_mask_call(stream, kOp)) raise_if_failed(mtp::read_record(rec, stream, kOp));
 #else
-    PD_THROW(kOp, ": this build has no CUDA support; tensors are on ", c.place().DebugString());
+    mtp::raise(kOp, ": this build has no CUDA support; tensors are on ", mtp::place_name(c.place()));
 #endif
   }
   // Paddle returns the in-place outputs itself; only the fresh one is ours to return.

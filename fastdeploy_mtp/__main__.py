@@ -23,6 +23,12 @@ def _bench(args) -> int:
     return bench_main(args)
 
 
+def _bench_gpu(args) -> int:
+    from .gpu_bench import main as gpu_bench_main
+
+    return gpu_bench_main(args)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fastdeploy_mtp")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -32,8 +38,12 @@ def main(argv=None) -> int:
                    help="default: gpu if Paddle has CUDA, else cpu")
     b.add_argument("--bsz", type=int, nargs="+", default=[1, 64, 512, 4096])
     b.add_argument("--repeat", type=int, default=200, help="op calls timed per size")
+    g = sub.add_parser("bench-gpu", help="GPU latency against the floor and a FastDeploy-shaped "
+                                         "baseline (paddlepaddle-gpu, source checkout)")
+    g.add_argument("--bsz", type=int, nargs="+", default=[1, 64, 512, 1024, 8192])
+    g.add_argument("--calls", type=int, default=300, help="calls timed per round")
     args = parser.parse_args(argv)
-    return {"check": _check, "bench": _bench}[args.command](args)
+    return {"check": _check, "bench": _bench, "bench-gpu": _bench_gpu}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,11 @@ from typing import Dict, List
 MODULE_NAME = "fastdeploy_mtp_ops"
 SOURCE_DIR = Path(__file__).resolve().parent.parent / "custom_ops"
 # The Paddle bindings; they include the Paddle-free headers.
-BINDING_SOURCES = ("draft_model_preprocess_op.cc", "update_attn_mask_offsets_op.cc")
+BINDING_SOURCES = (
+    "draft_model_preprocess_op.cc",
+    "update_attn_mask_offsets_op.cc",
+    "pending_errors_op.cc",
+)
 # CUDA kernels without Paddle headers (CI compiles these with plain nvcc).
 CUDA_SOURCES = ("mtp_kernels.cu",)
 # Code for the H200 (sm_90) plus PTX so newer chips can JIT it.
@@ -42,8 +46,16 @@ def compile_flags(cuda: bool) -> Dict[str, List[str]]:
     # Paddle 2.6 passes -std=c++14 by default; nvcc 13 and our headers need 17.
     flags = {"cxx": ["-O2", "-std=c++17", f"-I{SOURCE_DIR}"]}
     if cuda:
+        # The bindings include Paddle's CUDA headers, which include Thrust; the
+        # host compiler needs CUDA's include folders (CUDA 13 keeps Thrust in cccl/).
+        flags["cxx"] += [f"-I{d}" for d in cuda_include_dirs()]
         flags["nvcc"] = ["-O3", "-std=c++17", f"-I{SOURCE_DIR}", *CUDA_ARCH_FLAGS]
     return flags
+
+
+def cuda_include_dirs() -> List[str]:
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
+    return [str(d) for d in (Path(home) / "include", Path(home) / "include" / "cccl") if d.is_dir()]
 
 
 def source_hash(cuda: bool) -> str:

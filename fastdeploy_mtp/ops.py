@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from . import _build
-from .signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
+from .signature import DRAFT_MODEL_PREPROCESS, RAISE_PENDING_ERRORS, UPDATE_ATTN_MASK_OFFSETS
 
 Tensor = Any  # paddle.Tensor; kept loose so importing this module needs no Paddle
 
@@ -32,6 +32,7 @@ __all__ = [
     "BadInputError",
     "draft_model_preprocess",
     "update_attn_mask_offsets",
+    "raise_pending_errors",
     "load_library",
 ]
 
@@ -55,6 +56,17 @@ def _installed_is_current() -> bool:
         return True
     _say(f"the installed {_build.MODULE_NAME} is older than custom_ops/; using a fresh build")
     return False
+
+
+def _import_installed():
+    spec = importlib.util.find_spec(_build.MODULE_NAME)
+    if spec.origin and spec.origin.endswith(".so"):
+        # Paddle 2.6 with current setuptools installs the bare library, which is
+        # no Python module: register its ops the way cpp_extension.load does.
+        from paddle.utils.cpp_extension.extension_utils import _import_module_from_library
+
+        return _import_module_from_library(_build.MODULE_NAME, os.path.dirname(spec.origin))
+    return importlib.import_module(_build.MODULE_NAME)
 
 
 def _build_from_source():
@@ -86,7 +98,7 @@ def _build_from_source():
 def load_library():
     """The module whose functions are the registered ops (built if need be)."""
     if os.environ.get("FASTDEPLOY_MTP_BUILD") != "1" and _installed_is_current():
-        return importlib.import_module(_build.MODULE_NAME)
+        return _import_installed()
     if not _build.in_source_checkout():
         raise ImportError(
             f"{_build.MODULE_NAME} is not installed and custom_ops/ is not here to build it: "
@@ -99,7 +111,7 @@ def _call(op_name: str, *args):
     op = getattr(load_library(), op_name)
     try:
         return op(*args)
-    except OSError as e:  # PD_CHECK / PD_THROW surface as OSError
+    except Exception as e:  # Paddle re-raises the op's C++ exception (OSError in 3.3)
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else ""
         if first_line.startswith(op_name + ":"):
             raise BadInputError(first_line) from e
@@ -189,3 +201,16 @@ def update_attn_mask_offsets(
         decode_states, mask_rollback,
     )
     return outs[0] if isinstance(outs, (list, tuple)) else outs
+
+
+def raise_pending_errors(x: Tensor) -> None:
+    """Raise the error an asynchronous call left on ``x``'s GPU, if any.
+
+    ``draft_model_preprocess`` with ``not_need_stop`` on the GPU, and
+    ``update_attn_mask_offsets`` while a CUDA graph is captured or with
+    ``FASTDEPLOY_MTP_ASYNC_MASK=1``, neither copy to the host nor synchronise:
+    a refused batch is left unchanged and its error waits on the device (the
+    next synchronous call raises it too). Synchronises ``x``'s stream. Does
+    nothing for a CPU tensor. Raises :class:`BadInputError`.
+    """
+    _call(RAISE_PENDING_ERRORS.name, x)

@@ -132,4 +132,14 @@ UPDATE_ATTN_MASK_OFFSETS = OpSignature(
     fresh_outputs=("attn_mask_offsets",),
 )
 
-OPS: Dict[str, OpSignature] = {s.name: s for s in (DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS)}
+# Not a FastDeploy op: the explicit check for errors that asynchronous GPU
+# calls left on the device (any tensor on that device names it; unchanged).
+RAISE_PENDING_ERRORS = OpSignature(
+    name="raise_pending_errors",
+    inputs=(TensorArg("x", None, True, "any tensor on the device to check"),),
+    attrs=(),
+)
+
+OPS: Dict[str, OpSignature] = {
+    s.name: s for s in (DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS, RAISE_PENDING_ERRORS)
+}

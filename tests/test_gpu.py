@@ -82,3 +82,40 @@ def test_asynchronous_error_waits_for_the_next_synchronous_call():
     # Reported once: the next call runs.
     ops.draft_model_preprocess(**t_good, **preprocess_attrs(2))
     assert_states_equal(to_numpy(t_good), run_preprocess_ref(good, preprocess_attrs(2)))
+
+
+def test_raise_pending_errors_reports_an_asynchronous_failure_once():
+    bad = states.preprocess_state(np.random.default_rng(8), 16, num_model_step=2)
+    bad["base_model_stop_flags"][2] = bad["batch_drop"][2] = False
+    bad["seq_lens_encoder"][2] = 0
+    bad["accept_num"][2] = -3
+    t = to_tensors(bad, "gpu", host_flag=False)
+    ops.draft_model_preprocess(**t, **preprocess_attrs(2))
+    with pytest.raises(ops.BadInputError, match="request 2: accept_num"):
+        ops.raise_pending_errors(t["seq_lens_decoder"])
+    ops.raise_pending_errors(t["seq_lens_decoder"])  # reported once
+    for name, arr in to_numpy(t).items():
+        assert arr.tobytes() == bad[name].tobytes(), name
+
+
+def test_asynchronous_mask_update(monkeypatch):
+    good = states.mask_state(np.random.default_rng(9), 64)
+    want_out, want = run_mask_ref(good)
+    monkeypatch.setenv("FASTDEPLOY_MTP_ASYNC_MASK", "1")
+    t = to_tensors(good, "gpu")
+    out = ops.update_attn_mask_offsets(**t)
+    ops.raise_pending_errors(out)
+    np.testing.assert_array_equal(out.numpy(), want_out)
+    assert_states_equal(to_numpy(t), want)
+
+    bad = states.mask_state(np.random.default_rng(10), 64)
+    bad["seq_lens_this_time"][0] = -1
+    bad["is_block_step"][0] = False
+    bad["seq_lens_encoder"][0] = 0
+    bad["seq_lens_decoder"][0] = 3
+    t = to_tensors(bad, "gpu")
+    ops.update_attn_mask_offsets(**t)  # returns; the error waits on the device
+    with pytest.raises(ops.BadInputError, match="request 0: seq_lens_this_time"):
+        ops.raise_pending_errors(t["mask_rollback"])
+    for name, arr in to_numpy(t).items():
+        assert arr.tobytes() == bad[name].tobytes(), name

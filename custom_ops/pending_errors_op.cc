@@ -1,0 +1,29 @@
+// raise_pending_errors: the explicit check for errors that asynchronous GPU
+// calls (not_need_stop on the GPU, or a captured/asynchronous mask update)
+// left on the device. Synchronises the tensor's stream; a no-op on the CPU.
+#include "gpu_record.h"
+#include "mtp_errors.h"
+#include "op_error.h"
+
+namespace {
+constexpr const char* kOp = "raise_pending_errors";
+}
+
+void RaisePendingErrors(paddle::Tensor& x) {
+  if (!x.is_gpu()) return;
+#ifdef PADDLE_WITH_CUDA
+  mtp::RecordBuffers& rec = mtp::record_buffers(x.place(), kOp);
+  const mtp::ErrorRecord r = mtp::read_record(rec, x.stream(), kOp);
+  if (r.code != mtp::kOk) {
+    mtp::ErrorRecord deferred = r;
+    deferred.origin |= mtp::kDeferred;
+    mtp::raise(mtp::describe_failure(kOp, deferred));
+  }
+#endif
+}
+
+PD_BUILD_OP(raise_pending_errors)
+    .Inputs({"x"})
+    .Outputs({"x_out"})
+    .SetInplaceMap({{"x", "x_out"}})
+    .SetKernelFn(PD_KERNEL(RaisePendingErrors));

@@ -1,0 +1,163 @@
+"""GPU benchmark (not a test): the ops against the floor and a FastDeploy-shaped baseline.
+
+``python -m fastdeploy_mtp bench-gpu [--bsz ...] [--calls N]`` on a machine
+with paddlepaddle-gpu, from a source checkout (the reference ops in
+``custom_ops/bench/`` are compiled on first use).
+
+Per-call latency, median over interleaved rounds, every variant measured in
+the same run on the same state:
+- sync: ``draft_model_preprocess`` with ``not_need_stop`` on the CPU (the op
+  returns once the flag is on the host), against the *floor* (one empty kernel,
+  one byte copied to the host, a synchronise) and the *baseline* (one block of
+  512 threads, ``not_need_stop`` copied to the device and back with Paddle
+  tensor copies, no checks);
+- async: ``not_need_stop`` on the GPU (no copy, no synchronise), against one
+  empty kernel launch; per-call time of back-to-back calls, one sync at the end;
+- the same for ``update_attn_mask_offsets`` (async through
+  ``FASTDEPLOY_MTP_ASYNC_MASK=1``).
+The baseline's result is compared with the numpy reference at every size.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import statistics
+import time
+
+import numpy as np
+
+from . import _build, ops, reference, states
+
+K = 3
+ROUNDS = 7
+
+
+@functools.lru_cache(maxsize=None)
+def bench_library():
+    from paddle.utils.cpp_extension import load
+
+    d = _build.SOURCE_DIR / "bench"
+    flags = _build.compile_flags(True)
+    out = _build.cache_root() / ("bench-" + _build.source_hash(True))
+    out.mkdir(parents=True, exist_ok=True)
+    return load(name="fastdeploy_mtp_bench_ops",
+                sources=[str(d / "bench_ops.cc"), str(d / "bench_kernels.cu")],
+                extra_cxx_cflags=flags["cxx"], extra_cuda_cflags=flags["nvcc"],
+                build_directory=str(out), verbose=False)
+
+
+class _Env:
+    """Sets environment variables for the duration of a timing loop."""
+
+    def __init__(self, env):
+        self.env = env or {}
+
+    def __enter__(self):
+        self.old = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)
+
+    def __exit__(self, *exc):
+        for k, v in self.old.items():
+            if v is None:
+                del os.environ[k]
+            else:
+                os.environ[k] = v
+
+
+def _per_call(fn, calls: int, sync=None, env=None) -> float:
+    with _Env(env):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        if sync is not None:
+            sync()
+        return (time.perf_counter() - t0) / calls
+
+
+def _interleaved(variants: dict, calls: int) -> dict:
+    """{name: (fn, sync[, env])} -> {name: median seconds per call}."""
+    for v in variants.values():
+        _per_call(v[0], 1, v[1], v[2] if len(v) > 2 else None)
+    times = {n: [] for n in variants}
+    for _ in range(ROUNDS):
+        for n, v in variants.items():
+            times[n].append(_per_call(v[0], calls, v[1], v[2] if len(v) > 2 else None))
+    return {n: statistics.median(v) for n, v in times.items()}
+
+
+def _gpu_state(s, place, flag_on_gpu=False):
+    import paddle
+
+    return {n: paddle.to_tensor(a, place=paddle.CPUPlace() if (n == "not_need_stop" and not flag_on_gpu) else place)
+            for n, a in s.items()}
+
+
+def _baseline_correct(lib, s, attrs, place) -> bool:
+    t = _gpu_state(s, place)
+    lib.bench_baseline_preprocess(*t.values(), *attrs.values())
+    want = states.copy_state(s)
+    reference.draft_model_preprocess(**want, **attrs)
+    return all(np.array_equal(t[n].numpy(), want[n]) for n in s)
+
+
+def run(bsz_list, calls: int, print_fn=print) -> None:
+    import paddle
+
+    place = paddle.CUDAPlace(0)
+    lib = bench_library()
+    ops.load_library()
+    attrs = dict(num_model_step=K, truncate_first_token=False, splitwise_prefill=False,
+                 kvcache_scheduler_v1=True)
+    rng = np.random.default_rng(0)
+    probe = paddle.to_tensor(np.zeros(8, np.int32), place=place)
+    sync = functools.partial(lib.bench_floor, probe)  # kernel + 1-byte copy + sync
+
+    print_fn(f"paddle {paddle.__version__}; {paddle.device.cuda.get_device_name(0)}; "
+             f"medians of {ROUNDS} interleaved rounds of {calls} calls; num_model_step = {K}")
+    print_fn("")
+    print_fn("draft_model_preprocess, per call (us)")
+    print_fn("| bsz | ours sync | floor | ours/floor | baseline | ours/baseline | baseline correct "
+             "| ours async | empty kernel | async/empty |")
+    print_fn("|---:|---:|---:|---:|---:|---:|:---|---:|---:|---:|")
+    for bsz in bsz_list:
+        s = states.preprocess_state(rng, bsz, num_model_step=K)
+        s["seq_lens_decoder"] += 1_000_000  # stays valid through many K-1 rollbacks
+        s["base_model_seq_lens_decoder"] += 1_000_000
+        ours, base, asyn = _gpu_state(s, place), _gpu_state(s, place), _gpu_state(s, place, True)
+        r = _interleaved({
+            "ours": (lambda: ops.draft_model_preprocess(**ours, **attrs), None),
+            "floor": (lambda: lib.bench_floor(probe), None),
+            "baseline": (lambda: lib.bench_baseline_preprocess(*base.values(), *attrs.values()), None),
+            "async": (lambda: ops.draft_model_preprocess(**asyn, **attrs), sync),
+            "empty": (lambda: lib.bench_empty(probe), sync),
+        }, calls)
+        ok = _baseline_correct(lib, s, attrs, place)
+        us = {k: v * 1e6 for k, v in r.items()}
+        print_fn(f"| {bsz} | {us['ours']:.1f} | {us['floor']:.1f} | {us['ours'] / us['floor']:.2f} "
+                 f"| {us['baseline']:.1f} | {us['ours'] / us['baseline']:.2f} | {'yes' if ok else 'NO'} "
+                 f"| {us['async']:.1f} | {us['empty']:.1f} | {us['async'] / us['empty']:.2f} |")
+
+    print_fn("")
+    print_fn("update_attn_mask_offsets, per call (us)")
+    print_fn("| bsz | ours sync | floor | ours/floor | ours async | empty kernel | async/empty |")
+    print_fn("|---:|---:|---:|---:|---:|---:|---:|")
+    for bsz in bsz_list:
+        s = states.mask_state(rng, bsz)
+        t = _gpu_state(s, place)
+        mask = lambda: ops.update_attn_mask_offsets(**t)  # noqa: E731
+        r = _interleaved({
+            "ours": (mask, None),
+            "floor": (lambda: lib.bench_floor(probe), None),
+            "async": (mask, sync, {"FASTDEPLOY_MTP_ASYNC_MASK": "1"}),
+            "empty": (lambda: lib.bench_empty(probe), sync),
+        }, calls)
+        us = {k: v * 1e6 for k, v in r.items()}
+        print_fn(f"| {bsz} | {us['ours']:.1f} | {us['floor']:.1f} | {us['ours'] / us['floor']:.2f} "
+                 f"| {us['async']:.1f} | {us['empty']:.1f} | {us['async'] / us['empty']:.2f} |")
+    ops.raise_pending_errors(probe)
+
+
+def main(args) -> int:
+    run(args.bsz, args.calls)
+    return 0
