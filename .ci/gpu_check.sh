@@ -52,6 +52,12 @@ except ops.BadInputError as e:
 "
 }
 PATTERN="raised" step "error path" smoke.log smoke
+if ! grep -q raised "$OUT/smoke.log"; then  # diagnose: which compilers, which libstdc++
+  { which -a g++ gcc; g++ --version | head -1; ls /usr/bin/g++* /usr/bin/gcc* 2>&1
+    ldd "$(python3 -c 'import importlib.util as u; print(u.find_spec("fastdeploy_mtp_ops").origin)')" | grep -i "stdc\|gcc"
+  } > "$OUT/compilers.log" 2>&1
+  cat "$OUT/compilers.log"
+fi
 PATTERN="matches|difference" step "registration check" check.log python3 -m fastdeploy_mtp check
 PATTERN="passed|failed" step "pytest (CPU and GPU)" pytest.log python3 -m pytest -q -p no:cacheprovider tests
 PATTERN="ERROR SUMMARY|gpu_fuzz" step "memcheck over fuzz" memcheck.log \
