@@ -22,6 +22,7 @@ os.chdir(_build.SOURCE_DIR)
 extension = (CUDAExtension if cuda else CppExtension)(
     sources=[os.path.basename(s) for s in _build.sources(cuda)],
     extra_compile_args=flags,
+    extra_link_args=_build.link_flags(cuda),
 )
 print(f"building {_build.MODULE_NAME} for {'CPU and CUDA' if cuda else 'CPU'}", flush=True)
 setup(name=_build.MODULE_NAME, ext_modules=extension)

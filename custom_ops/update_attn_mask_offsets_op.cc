@@ -3,6 +3,7 @@
 #include "gpu_record.h"
 #include "mtp_cpu.h"
 #include "mtp_errors.h"
+#include "paddle/phi/core/dense_tensor.h"
 #include "tensor_checks.h"
 #ifdef PADDLE_WITH_CUDA
 #include "mtp_kernels.h"
@@ -40,7 +41,10 @@ std::vector<paddle::Tensor> UpdateAttnMaskOffsets(
   const int64_t ds_cols = c.matrix(decode_states, "decode_states", DataType::INT32, bsz, 1);
   c.vector(mask_rollback, "mask_rollback", DataType::INT32, bsz);
 
-  paddle::Tensor out = paddle::empty({2 * T}, DataType::INT32, c.place());
+  // Paddle 2.6 rejects a zero-size output as "not initialized" (no memory
+  // behind it): with no tokens, allocate one element and shrink the shape to 0.
+  paddle::Tensor out = paddle::empty({T > 0 ? 2 * T : 1}, DataType::INT32, c.place());
+  if (T == 0) static_cast<phi::DenseTensor*>(out.impl().get())->Resize(phi::make_ddim({0}));
   const mtp::MaskTensors t{
       T,
       seq_lens_this_time.data<int32_t>(),

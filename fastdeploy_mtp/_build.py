@@ -53,6 +53,11 @@ def compile_flags(cuda: bool) -> Dict[str, List[str]]:
     return flags
 
 
+def link_flags(cuda: bool) -> List[str]:
+    """FASTDEPLOY_MTP_STATIC_LIBSTDCXX=1 links libstdc++ into the library."""
+    return ["-static-libstdc++"] if os.environ.get("FASTDEPLOY_MTP_STATIC_LIBSTDCXX") == "1" else []
+
+
 def cuda_include_dirs() -> List[str]:
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
     return [str(d) for d in (Path(home) / "include", Path(home) / "include" / "cccl") if d.is_dir()]
@@ -67,7 +72,7 @@ def source_hash(cuda: bool) -> str:
         if p.suffix in (".h", ".cc", ".cu"):
             h.update(p.name.encode())
             h.update(p.read_bytes())
-    h.update(repr(compile_flags(cuda)).encode())
+    h.update(repr((compile_flags(cuda), link_flags(cuda))).encode())
     h.update(paddle.__version__.encode())
     h.update(sys.version.encode())
     return h.hexdigest()[:16]

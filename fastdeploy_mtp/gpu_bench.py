@@ -7,12 +7,15 @@ with paddlepaddle-gpu, from a source checkout (the reference ops in
 Per-call latency, median over interleaved rounds, every variant measured in
 the same run on the same state:
 - sync: ``draft_model_preprocess`` with ``not_need_stop`` on the CPU (the op
-  returns once the flag is on the host), against the *floor* (one empty kernel,
-  one byte copied to the host, a synchronise) and the *baseline* (one block of
-  512 threads, ``not_need_stop`` copied to the device and back with Paddle
-  tensor copies, no checks);
-- async: ``not_need_stop`` on the GPU (no copy, no synchronise), against one
-  empty kernel launch; per-call time of back-to-back calls, one sync at the end;
+  returns once the flag is on the host), against the *floor* (an op of the same
+  signature that launches one empty kernel, copies one byte to the host and
+  synchronises; the same with a one-tensor op is shown too, the difference
+  being Paddle's dispatch of 21 tensors) and the *baseline* (one block of 512
+  threads, ``not_need_stop`` copied to the device and back with Paddle tensor
+  copies, no checks);
+- async: ``not_need_stop`` on the GPU (no copy, no synchronise), against an op
+  of the same signature that launches one empty kernel; per-call time of
+  back-to-back calls, one sync at the end;
 - the same for ``update_attn_mask_offsets`` (async through
   ``FASTDEPLOY_MTP_ASYNC_MASK=1``).
 The baseline's result is compared with the numpy reference at every size.
@@ -44,6 +47,7 @@ def bench_library():
     return load(name="fastdeploy_mtp_bench_ops",
                 sources=[str(d / "bench_ops.cc"), str(d / "bench_kernels.cu")],
                 extra_cxx_cflags=flags["cxx"], extra_cuda_cflags=flags["nvcc"],
+                extra_ldflags=_build.link_flags(True),
                 build_directory=str(out), verbose=False)
 
 
@@ -117,9 +121,9 @@ def run(bsz_list, calls: int, print_fn=print) -> None:
              f"medians of {ROUNDS} interleaved rounds of {calls} calls; num_model_step = {K}")
     print_fn("")
     print_fn("draft_model_preprocess, per call (us)")
-    print_fn("| bsz | ours sync | floor | ours/floor | baseline | ours/baseline | baseline correct "
-             "| ours async | empty kernel | async/empty |")
-    print_fn("|---:|---:|---:|---:|---:|---:|:---|---:|---:|---:|")
+    print_fn("| bsz | ours sync | floor | ours/floor | floor, 1-tensor op | baseline | ours/baseline "
+             "| baseline correct | ours async | empty kernel | async/empty | empty, 1-tensor op |")
+    print_fn("|---:|---:|---:|---:|---:|---:|---:|:---|---:|---:|---:|---:|")
     for bsz in bsz_list:
         s = states.preprocess_state(rng, bsz, num_model_step=K)
         s["seq_lens_decoder"] += 1_000_000  # stays valid through many K-1 rollbacks
@@ -127,16 +131,19 @@ def run(bsz_list, calls: int, print_fn=print) -> None:
         ours, base, asyn = _gpu_state(s, place), _gpu_state(s, place), _gpu_state(s, place, True)
         r = _interleaved({
             "ours": (lambda: ops.draft_model_preprocess(**ours, **attrs), None),
-            "floor": (lambda: lib.bench_floor(probe), None),
+            "floor": (lambda: lib.bench_floor_preprocess(*base.values(), *attrs.values()), None),
+            "floor1": (lambda: lib.bench_floor(probe), None),
             "baseline": (lambda: lib.bench_baseline_preprocess(*base.values(), *attrs.values()), None),
             "async": (lambda: ops.draft_model_preprocess(**asyn, **attrs), sync),
-            "empty": (lambda: lib.bench_empty(probe), sync),
+            "empty": (lambda: lib.bench_empty_preprocess(*base.values(), *attrs.values()), sync),
+            "empty1": (lambda: lib.bench_empty(probe), sync),
         }, calls)
         ok = _baseline_correct(lib, s, attrs, place)
         us = {k: v * 1e6 for k, v in r.items()}
         print_fn(f"| {bsz} | {us['ours']:.1f} | {us['floor']:.1f} | {us['ours'] / us['floor']:.2f} "
-                 f"| {us['baseline']:.1f} | {us['ours'] / us['baseline']:.2f} | {'yes' if ok else 'NO'} "
-                 f"| {us['async']:.1f} | {us['empty']:.1f} | {us['async'] / us['empty']:.2f} |")
+                 f"| {us['floor1']:.1f} | {us['baseline']:.1f} | {us['ours'] / us['baseline']:.2f} "
+                 f"| {'yes' if ok else 'NO'} | {us['async']:.1f} | {us['empty']:.1f} "
+                 f"| {us['async'] / us['empty']:.2f} | {us['empty1']:.1f} |")
 
     print_fn("")
     print_fn("update_attn_mask_offsets, per call (us)")
@@ -148,9 +155,9 @@ def run(bsz_list, calls: int, print_fn=print) -> None:
         mask = lambda: ops.update_attn_mask_offsets(**t)  # noqa: E731
         r = _interleaved({
             "ours": (mask, None),
-            "floor": (lambda: lib.bench_floor(probe), None),
+            "floor": (lambda: lib.bench_floor_mask(*t.values()), None),
             "async": (mask, sync, {"FASTDEPLOY_MTP_ASYNC_MASK": "1"}),
-            "empty": (lambda: lib.bench_empty(probe), sync),
+            "empty": (lambda: lib.bench_empty_mask(*t.values()), sync),
         }, calls)
         us = {k: v * 1e6 for k, v in r.items()}
         print_fn(f"| {bsz} | {us['ours']:.1f} | {us['floor']:.1f} | {us['ours'] / us['floor']:.2f} "

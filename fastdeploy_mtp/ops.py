@@ -86,6 +86,7 @@ def _build_from_source():
         sources=_build.sources(cuda),
         extra_cxx_cflags=flags["cxx"],
         extra_cuda_cflags=flags.get("nvcc", []),
+        extra_ldflags=_build.link_flags(cuda),
         build_directory=str(build_dir),
         verbose=False,
     )

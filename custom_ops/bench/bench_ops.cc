@@ -65,26 +65,84 @@ PD_BUILD_OP(bench_floor).Inputs({"x"}).Outputs({"x_out"}).SetInplaceMap({{"x", "
     .SetKernelFn(PD_KERNEL(BenchFloor));
 PD_BUILD_OP(bench_empty).Inputs({"x"}).Outputs({"x_out"}).SetInplaceMap({{"x", "x_out"}})
     .SetKernelFn(PD_KERNEL(BenchEmpty));
+
+#define PREPROCESS_PARAMS                                                                     \
+  paddle::Tensor &draft_tokens, paddle::Tensor &, paddle::Tensor &, paddle::Tensor &,           \
+      paddle::Tensor &, paddle::Tensor &, paddle::Tensor &, paddle::Tensor &, paddle::Tensor &, \
+      paddle::Tensor &, paddle::Tensor &, paddle::Tensor &, const paddle::Tensor &,             \
+      const paddle::Tensor &, const paddle::Tensor &, const paddle::Tensor &,                   \
+      const paddle::Tensor &, const paddle::Tensor &, const paddle::Tensor &,                   \
+      const paddle::Tensor &, paddle::Tensor &, int, bool, bool, bool
+#define MASK_PARAMS                                                                           \
+  const paddle::Tensor &, const paddle::Tensor &lens, const paddle::Tensor &,                   \
+      const paddle::Tensor &, const paddle::Tensor &, const paddle::Tensor &,                   \
+      const paddle::Tensor &, const paddle::Tensor &, const paddle::Tensor &,                   \
+      const paddle::Tensor &
+
+// The floors with the ops' own signatures: Paddle's dispatch of 21 (or 10)
+// tensors is part of any op that has them.
+void BenchFloorPreprocess(PREPROCESS_PARAMS) { BenchFloor(draft_tokens); }
+void BenchEmptyPreprocess(PREPROCESS_PARAMS) { BenchEmpty(draft_tokens); }
+std::vector<paddle::Tensor> BenchFloorMask(MASK_PARAMS) {
+  BenchFloor(const_cast<paddle::Tensor&>(lens));
+  return {lens};
+}
+std::vector<paddle::Tensor> BenchEmptyMask(MASK_PARAMS) {
+  BenchEmpty(const_cast<paddle::Tensor&>(lens));
+  return {lens};
+}
+
+// draft_model_preprocess's signature, shared by the baseline and its floors.
+#define PREPROCESS_INPUTS                                                                       \
+  {"draft_tokens", "input_ids", "stop_flags", "seq_lens_this_time", "seq_lens_encoder",          \
+   "seq_lens_decoder", "step_idx", "not_need_stop", "is_block_step", "batch_drop", "pre_ids",    \
+   "mask_rollback", "accept_tokens", "accept_num", "base_model_seq_lens_this_time",              \
+   "base_model_seq_lens_encoder", "base_model_seq_lens_decoder", "base_model_step_idx",          \
+   "base_model_stop_flags", "base_model_is_block_step", "base_model_draft_tokens"}
+#define PREPROCESS_OUTPUTS                                                                      \
+  {"draft_tokens_out", "input_ids_out", "stop_flags_out", "seq_lens_this_time_out",             \
+   "seq_lens_encoder_out", "seq_lens_decoder_out", "step_idx_out", "not_need_stop_out",         \
+   "is_block_step_out", "batch_drop_out", "pre_ids_out", "mask_rollback_out",                   \
+   "base_model_draft_tokens_out"}
+#define PREPROCESS_INPLACE                                                                      \
+  {{"draft_tokens", "draft_tokens_out"}, {"input_ids", "input_ids_out"},                        \
+   {"stop_flags", "stop_flags_out"}, {"seq_lens_this_time", "seq_lens_this_time_out"},          \
+   {"seq_lens_encoder", "seq_lens_encoder_out"}, {"seq_lens_decoder", "seq_lens_decoder_out"},  \
+   {"step_idx", "step_idx_out"}, {"not_need_stop", "not_need_stop_out"},                        \
+   {"is_block_step", "is_block_step_out"}, {"batch_drop", "batch_drop_out"},                    \
+   {"pre_ids", "pre_ids_out"}, {"mask_rollback", "mask_rollback_out"},                          \
+   {"base_model_draft_tokens", "base_model_draft_tokens_out"}}
+#define PREPROCESS_ATTRS                                                                        \
+  {"num_model_step: int", "truncate_first_token: bool", "splitwise_prefill: bool",              \
+   "kvcache_scheduler_v1: bool"}
+#define MASK_INPUTS                                                                             \
+  {"ids_remove_padding", "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder",          \
+   "cu_seqlens_q", "attn_mask_offsets_full", "attn_mask_offsets_decoder", "is_block_step",      \
+   "decode_states", "mask_rollback"}
+
 PD_BUILD_OP(bench_baseline_preprocess)
-    .Inputs({"draft_tokens", "input_ids", "stop_flags", "seq_lens_this_time",
-             "seq_lens_encoder", "seq_lens_decoder", "step_idx", "not_need_stop",
-             "is_block_step", "batch_drop", "pre_ids", "mask_rollback", "accept_tokens",
-             "accept_num", "base_model_seq_lens_this_time", "base_model_seq_lens_encoder",
-             "base_model_seq_lens_decoder", "base_model_step_idx", "base_model_stop_flags",
-             "base_model_is_block_step", "base_model_draft_tokens"})
-    .Outputs({"draft_tokens_out", "input_ids_out", "stop_flags_out", "seq_lens_this_time_out",
-              "seq_lens_encoder_out", "seq_lens_decoder_out", "step_idx_out",
-              "not_need_stop_out", "is_block_step_out", "batch_drop_out", "pre_ids_out",
-              "mask_rollback_out", "base_model_draft_tokens_out"})
-    .Attrs({"num_model_step: int", "truncate_first_token: bool", "splitwise_prefill: bool",
-            "kvcache_scheduler_v1: bool"})
-    .SetInplaceMap({{"draft_tokens", "draft_tokens_out"}, {"input_ids", "input_ids_out"},
-                    {"stop_flags", "stop_flags_out"},
-                    {"seq_lens_this_time", "seq_lens_this_time_out"},
-                    {"seq_lens_encoder", "seq_lens_encoder_out"},
-                    {"seq_lens_decoder", "seq_lens_decoder_out"}, {"step_idx", "step_idx_out"},
-                    {"not_need_stop", "not_need_stop_out"},
-                    {"is_block_step", "is_block_step_out"}, {"batch_drop", "batch_drop_out"},
-                    {"pre_ids", "pre_ids_out"}, {"mask_rollback", "mask_rollback_out"},
-                    {"base_model_draft_tokens", "base_model_draft_tokens_out"}})
+    .Inputs(PREPROCESS_INPUTS)
+    .Outputs(PREPROCESS_OUTPUTS)
+    .Attrs(PREPROCESS_ATTRS)
+    .SetInplaceMap(PREPROCESS_INPLACE)
     .SetKernelFn(PD_KERNEL(BenchBaselinePreprocess));
+PD_BUILD_OP(bench_floor_preprocess)
+    .Inputs(PREPROCESS_INPUTS)
+    .Outputs(PREPROCESS_OUTPUTS)
+    .Attrs(PREPROCESS_ATTRS)
+    .SetInplaceMap(PREPROCESS_INPLACE)
+    .SetKernelFn(PD_KERNEL(BenchFloorPreprocess));
+PD_BUILD_OP(bench_empty_preprocess)
+    .Inputs(PREPROCESS_INPUTS)
+    .Outputs(PREPROCESS_OUTPUTS)
+    .Attrs(PREPROCESS_ATTRS)
+    .SetInplaceMap(PREPROCESS_INPLACE)
+    .SetKernelFn(PD_KERNEL(BenchEmptyPreprocess));
+PD_BUILD_OP(bench_floor_mask)
+    .Inputs(MASK_INPUTS)
+    .Outputs({"out"})
+    .SetKernelFn(PD_KERNEL(BenchFloorMask));
+PD_BUILD_OP(bench_empty_mask)
+    .Inputs(MASK_INPUTS)
+    .Outputs({"out"})
+    .SetKernelFn(PD_KERNEL(BenchEmptyMask));
