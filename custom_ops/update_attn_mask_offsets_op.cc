@@ -3,7 +3,6 @@
 #include "gpu_record.h"
 #include "mtp_cpu.h"
 #include "mtp_errors.h"
-#include "paddle/phi/core/dense_tensor.h"
 #include "tensor_checks.h"
 #ifdef PADDLE_WITH_CUDA
 #include "mtp_kernels.h"
@@ -44,7 +43,9 @@ std::vector<paddle::Tensor> UpdateAttnMaskOffsets(
   // Paddle 2.6 rejects a zero-size output as "not initialized" (no memory
   // behind it): with no tokens, allocate one element and shrink the shape to 0.
   paddle::Tensor out = paddle::empty({T > 0 ? 2 * T : 1}, DataType::INT32, c.place());
-  if (T == 0) static_cast<phi::DenseTensor*>(out.impl().get())->Resize(phi::make_ddim({0}));
+  // (Tensor::reshape only resets the shape; phi's DenseTensor header cannot be
+  // included in CUDA builds against Paddle 2.6's cuDNN wrappers.)
+  if (T == 0) out.reshape({0});
   const mtp::MaskTensors t{
       T,
       seq_lens_this_time.data<int32_t>(),
