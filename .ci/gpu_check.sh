@@ -64,7 +64,7 @@ if ! step "error path raises" "raised" smoke; then
   # else link a libstdc++ of the library's own.
   ok=0
   if [ -x /usr/bin/g++ ]; then
-    export CC=/usr/bin/gcc CXX=/usr/bin/g++ LDSHARED="/usr/bin/gcc -shared"
+    export CC=/usr/bin/gcc CXX=/usr/bin/g++ LDSHARED="/usr/bin/g++ -shared"
     step "rebuild with /usr/bin/g++" "building|rror" python3 setup_ops.py install
     step "error path raises (system g++)" "raised" smoke && ok=1
   fi
