@@ -54,8 +54,18 @@ def compile_flags(cuda: bool) -> Dict[str, List[str]]:
 
 
 def link_flags(cuda: bool) -> List[str]:
-    """FASTDEPLOY_MTP_STATIC_LIBSTDCXX=1 links libstdc++ into the library."""
-    return ["-static-libstdc++"] if os.environ.get("FASTDEPLOY_MTP_STATIC_LIBSTDCXX") == "1" else []
+    """CUDA builds carry a private libstdc++ (FASTDEPLOY_MTP_STATIC_LIBSTDCXX=0 opts out).
+
+    With paddlepaddle-gpu 2.6.2 on the H200 test machine, formatting a number
+    in the library's inline code (Paddle's own PD_THROW does) crashed: its
+    libstdc++ references bound partly to the process's libstdc++ and partly to
+    copies other libraries export. Linking libstdc++ in with its symbols hidden
+    binds every reference inside the library.
+    """
+    setting = os.environ.get("FASTDEPLOY_MTP_STATIC_LIBSTDCXX")
+    if setting == "1" or (cuda and setting != "0"):
+        return ["-static-libstdc++", "-Wl,--exclude-libs,ALL"]
+    return []
 
 
 def cuda_include_dirs() -> List[str]:
