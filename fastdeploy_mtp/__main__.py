@@ -29,6 +29,12 @@ def _bench_gpu(args) -> int:
     return gpu_bench_main(args)
 
 
+def _simulate(args) -> int:
+    from .simulate import main as simulate_main
+
+    return simulate_main(args)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fastdeploy_mtp")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -38,12 +44,17 @@ def main(argv=None) -> int:
                    help="default: gpu if Paddle has CUDA, else cpu")
     b.add_argument("--bsz", type=int, nargs="+", default=[1, 64, 512, 4096])
     b.add_argument("--repeat", type=int, default=200, help="op calls timed per size")
+    from .simulate import add_arguments
+
+    sim = sub.add_parser("simulate", help="closed-loop simulation: do the mask offsets stay right?")
+    add_arguments(sim)
     g = sub.add_parser("bench-gpu", help="GPU latency against the floor and a FastDeploy-shaped "
                                          "baseline (paddlepaddle-gpu, source checkout)")
     g.add_argument("--bsz", type=int, nargs="+", default=[1, 64, 512, 1024, 8192])
     g.add_argument("--calls", type=int, default=300, help="calls timed per round")
     args = parser.parse_args(argv)
-    return {"check": _check, "bench": _bench, "bench-gpu": _bench_gpu}[args.command](args)
+    commands = {"check": _check, "bench": _bench, "bench-gpu": _bench_gpu, "simulate": _simulate}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

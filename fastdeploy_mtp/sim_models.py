@@ -1,0 +1,182 @@
+"""The two models the simulator drives around the proposer, in numpy:
+
+- ScriptedBase: the base (target) model's buffers and its scripted behaviour:
+  prefill, verification accepting 1..(valid drafts + 1) tokens, finishing,
+  block steps and resumes (spec, "The rest of the loop").
+- draft_substep_update: the draft model's own state update after each
+  substep's forward and sampling.
+
+Both keep numpy mirrors and copy them into the Paddle buffers the ops read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from .proposer import MTPProposer, _read, _write
+
+EOS = 2  # the end token of the simulated vocabulary
+VOCAB = 1000
+
+
+def sample_tokens(rng, n: int, eos_prob: float) -> np.ndarray:
+    toks = rng.integers(3, VOCAB, n)
+    toks[rng.random(n) < eos_prob] = EOS
+    return toks
+
+
+@dataclass
+class SlotLife:
+    """What the scripted runner knows of one slot's request."""
+
+    prompt: List[int] = field(default_factory=list)
+    active: bool = False        # a request lives in the slot
+    finished: bool = False      # the base finished it this step (freed next step)
+    blocked_for: int = 0        # engine steps left in a block step
+    new: bool = False           # inserted this step (base prefill / first verification)
+    handover: Optional[tuple] = None  # decode node: (first_token, draft_token)
+
+
+@dataclass
+class ScriptedBase:
+    """Base-model buffers of one node and its scripted behaviour."""
+
+    buffers: Dict[str, object]
+    num_model_steps: int
+    max_dec_len: int
+    finish_prob: float
+    block_prob: float
+    rng: np.random.Generator
+    slots: List[SlotLife] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.a = {k: _read(t) for k, t in self.buffers.items()}
+        self.slots = [SlotLife() for _ in range(self.a["accept_num"].shape[0])]
+
+    def free_slots(self) -> List[int]:
+        return [i for i, s in enumerate(self.slots) if not s.active]
+
+    def admit(self, slot: int, prompt: List[int], handover=None) -> None:
+        self.slots[slot] = SlotLife(prompt=list(prompt), active=True, new=True,
+                                    handover=handover)
+
+    def _valid_drafts(self, i: int) -> int:
+        row = self.a["draft_tokens"][i, 1:]
+        bad = np.nonzero(row == -1)[0]
+        return int(bad[0]) if bad.size else row.shape[0]
+
+    def _accept(self, i: int, a: int) -> None:
+        a_ = self.a
+        a_["accept_num"][i] = a
+        a_["accept_tokens"][i] = 0
+        drafts = a_["draft_tokens"][i, 1:a]
+        a_["accept_tokens"][i, : a - 1] = drafts
+        a_["accept_tokens"][i, a - 1] = self.rng.integers(3, VOCAB)
+        a_["seq_lens_decoder"][i] += a
+        a_["step_idx"][i] += a
+        a_["seq_lens_this_time"][i] = a
+
+    def run(self) -> Dict[str, int]:
+        """One base forward over every slot; returns counts for the step table."""
+        a_, rng = self.a, self.rng
+        a_["draft_tokens"][:] = _read(self.buffers["draft_tokens"])  # the draft wrote its tokens
+        counts = dict(new=0, blocked=0, finished=0, verified=0)
+        for i, s in enumerate(self.slots):
+            if not s.active:
+                continue
+            if s.finished:  # freed by the runner; the slot waits for a new request
+                s.active = False
+                continue
+            a_["stop_flags"][i] = False
+            a_["is_block_step"][i] = False
+            a_["seq_lens_encoder"][i] = 0
+            if s.new and s.handover is None:
+                # Prefill: the prompt's KV and the first token.
+                a_["seq_lens_decoder"][i] = len(s.prompt)
+                a_["step_idx"][i] = 1
+                a_["accept_num"][i] = 1
+                a_["accept_tokens"][i] = 0
+                a_["accept_tokens"][i, 0] = rng.integers(3, VOCAB)
+                a_["seq_lens_this_time"][i] = len(s.prompt)
+                s.new = False
+                counts["new"] += 1
+                continue
+            if s.new:
+                # Decode node: the prefill node's KV arrived; the first
+                # verification checks [first token, the prefill node's draft].
+                first, draft = s.handover
+                a_["seq_lens_decoder"][i] = len(s.prompt)
+                a_["step_idx"][i] = 1
+                a_["draft_tokens"][i] = -1
+                a_["draft_tokens"][i, 0] = first
+                a_["draft_tokens"][i, 1] = draft
+                s.new = False
+                counts["new"] += 1
+            if s.blocked_for == 0 and rng.random() < self.block_prob:
+                s.blocked_for = int(rng.integers(1, 4))
+            if s.blocked_for > 0:
+                s.blocked_for -= 1
+                a_["stop_flags"][i] = True
+                a_["is_block_step"][i] = True
+                a_["accept_num"][i] = 0
+                a_["seq_lens_this_time"][i] = 0
+                counts["blocked"] += 1
+                continue
+            self._accept(i, int(rng.integers(1, self._valid_drafts(i) + 2)))
+            counts["verified"] += 1
+            if a_["step_idx"][i] >= self.max_dec_len or rng.random() < self.finish_prob:
+                a_["stop_flags"][i] = True  # finished: the slot is re-used later
+                s.finished = True
+                counts["finished"] += 1
+        for k, t in self.buffers.items():
+            _write(t, a_[k])
+        return counts
+
+
+def draft_substep_update(p: MTPProposer, substep: int, rng, eos_prob: float,
+                         max_dec_len: int) -> np.ndarray:
+    """The draft model's forward, sampling and state update after one substep.
+
+    Returns the tokens sampled (one a request; -1 where the request did not run).
+    """
+    names = ("seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "step_idx",
+             "stop_flags", "pre_ids", "draft_tokens")
+    s = {n: _read(p.state[n]) for n in names}
+    base_draft = _read(p.base["draft_tokens"])
+    n_all, E, S, step, stop = (s["seq_lens_this_time"], s["seq_lens_encoder"],
+                               s["seq_lens_decoder"], s["step_idx"], s["stop_flags"])
+    N = n_all.shape[0]
+    toks = sample_tokens(rng, N, eos_prob)
+    col = substep + 1
+    prefill_node = p.config.role == "prefill"
+    for i in range(N):
+        if stop[i]:
+            toks[i] = -1
+            continue
+        n = int(n_all[i])
+        if S[i] > 0 and E[i] == 0:
+            S[i] += n
+            step[i] += n
+            s["pre_ids"][i, step[i]] = toks[i]
+        else:
+            S[i] = E[i] + S[i]
+            E[i] = 0
+            step[i] += 1
+            s["pre_ids"][i, 1] = toks[i]
+        s["draft_tokens"][i, 0] = toks[i]
+        if col < base_draft.shape[1]:
+            base_draft[i, col] = toks[i]
+        if toks[i] == EOS or prefill_node or step[i] >= max_dec_len:
+            stop[i] = True
+            s["draft_tokens"][i, 0] = -1
+            if col < base_draft.shape[1]:
+                base_draft[i, col] = -1
+    n_all[:] = np.where(stop, 0, 1)
+    E[stop] = 0
+    for n in names:
+        _write(p.state[n], s[n])
+    _write(p.base["draft_tokens"], base_draft)
+    return toks
