@@ -2,6 +2,9 @@
 
 ``python -m fastdeploy_mtp bench [--device cpu|gpu] [--bsz ...] [--repeat N]``
 
+On the CPU it also times MTPProposer.insert of 256 requests against one slice
+assignment per field per request (FastDeploy's way).
+
 Op and reference run on the same state, alternating in rounds, so the ratio
 is measured side by side on whatever else the machine is doing; the figure of
 each is the median over rounds of the mean per-call time.
@@ -82,4 +85,49 @@ def main(args) -> int:
                                     args.repeat)
         print(f"{'update_attn_mask_offsets':<26}{bsz:>6}{op_s * 1e6:>12.1f}{ref_s * 1e6:>15.1f}"
               f"{ref_s / op_s:>9.0f}x", flush=True)
+    if device == "cpu":
+        print()
+        insert_bench()
     return 0
+
+
+def insert_per_field(p, requests) -> None:
+    """FastDeploy's way: one slice assignment per field of each request."""
+    import paddle
+
+    s, k = p.state, p.config.num_model_steps
+    for r in requests:
+        i, n = r.slot, len(r.prompt)
+        s["draft_tokens"][i:i + 1, :] = -1
+        s["pre_ids"][i:i + 1, :] = -1
+        s["input_ids"][i:i + 1, : n - 1] = paddle.to_tensor(np.asarray(r.prompt[1:], np.int64)[None])
+        s["attn_mask_offsets_full"][i:i + 1, :n] = paddle.to_tensor(np.arange(n, dtype=np.int32)[None])
+        s["decode_states"][i:i + 1, :] = 0
+        s["stop_flags"][i:i + 1] = False
+        s["is_block_step"][i:i + 1] = False
+        s["batch_drop"][i:i + 1] = False
+        s["seq_lens_encoder"][i:i + 1] = n
+        s["seq_lens_decoder"][i:i + 1] = 0
+        s["step_idx"][i:i + 1] = 0
+        s["seq_lens_this_time"][i:i + 1] = n
+        s["attn_mask_offsets_decoder"][i:i + 1] = n
+        s["mask_rollback"][i:i + 1] = 0
+    del k
+
+
+def insert_bench(n_requests: int = 256, rounds: int = ROUNDS) -> None:
+    """Batched insert vs one write per field per request, side by side."""
+    from .proposer import MTPProposer, ProposerConfig, Request, make_base_buffers
+
+    cfg = ProposerConfig(num_model_steps=K, max_model_len=512, max_num_seqs=n_requests)
+    p = MTPProposer(cfg, make_base_buffers(n_requests, K))
+    rng = np.random.default_rng(1)
+    reqs = [Request(slot=i, prompt=rng.integers(3, 1000, rng.integers(8, 128)).tolist())
+            for i in range(n_requests)]
+    batched, per_field = [], []
+    for _ in range(rounds):
+        batched.append(_time_calls(lambda: p.insert(reqs), 1))
+        per_field.append(_time_calls(lambda: insert_per_field(p, reqs), 1))
+    b, f = statistics.median(batched), statistics.median(per_field)
+    print(f"insert {n_requests} requests: batched {b * 1e3:.2f} ms, one write per field per "
+          f"request {f * 1e3:.2f} ms, ratio {f / b:.1f}x")

@@ -1,0 +1,194 @@
+"""MTPProposer: each insert path, the refusals, and the name check."""
+
+import numpy as np
+import pytest
+
+from fastdeploy_mtp import ops, proposer as proposer_mod, registration
+from fastdeploy_mtp.proposer import (MTPProposer, ProposerConfig, ProposerError, Request,
+                                     make_base_buffers)
+
+N, L = 6, 64
+
+
+def build(role="mixed", k=3, **kw):
+    cfg = ProposerConfig(num_model_steps=k, max_model_len=L, max_num_seqs=N, role=role, **kw)
+    return MTPProposer(cfg, make_base_buffers(N, k))
+
+
+def snapshot(p):
+    return {n: t.numpy().copy() for n, t in p.state.items()}
+
+
+def test_mixed_insert_writes_the_spec_state():
+    p = build("mixed", k=3)
+    prompt = [11, 12, 13, 14, 15]
+    p.insert([Request(slot=2, prompt=prompt)])
+    s = snapshot(p)
+    assert s["input_ids"][2, :4].tolist() == prompt[1:]
+    assert s["seq_lens_encoder"][2] == 5 and s["seq_lens_decoder"][2] == 0
+    assert s["step_idx"][2] == 0 and s["mask_rollback"][2] == 0
+    assert s["attn_mask_offsets_full"][2, :5].tolist() == [0, 1, 2, 3, 4]
+    assert s["attn_mask_offsets_decoder"][2] == 5
+    assert not s["stop_flags"][2] and s["stop_flags"][[0, 1, 3, 4, 5]].all()
+
+
+def test_mixed_insert_with_multimodal_offsets():
+    p = build("mixed", k=2)
+    p.insert([Request(slot=0, prompt=[5, 6, 7], mask_offsets=[0, 0, 3])])
+    s = snapshot(p)
+    assert s["attn_mask_offsets_full"][0, :3].tolist() == [0, 0, 3]
+    assert s["attn_mask_offsets_decoder"][0] == 4
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+def test_decode_insert_presets_the_handed_over_state(k):
+    p = build("decode", k=k)
+    p.insert([Request(slot=1, prompt=list(range(3, 10)), first_token=77, draft_token=88)])
+    s = snapshot(p)
+    n = 7
+    assert s["seq_lens_encoder"][1] == 0 and s["seq_lens_decoder"][1] == n + k - 1
+    assert s["step_idx"][1] == 1 + (k - 1)
+    assert s["draft_tokens"][1, 0] == 88 and s["pre_ids"][1, 0] == 77
+    assert s["attn_mask_offsets_decoder"][1] == n + 1
+    assert s["mask_rollback"][1] == 1 - (k - 1)
+    assert not s["stop_flags"][1]
+
+
+def test_prefill_node_runs_splitwise_with_one_step():
+    p = build("prefill", k=4)
+    p.insert([Request(slot=0, prompt=[3, 4, 5, 6])])
+    base = p.base
+    acc = base["accept_tokens"].numpy()
+    acc[0, 0] = 99
+    base["accept_tokens"].set_value(acc)
+    stop = base["stop_flags"].numpy()
+    stop[0] = False
+    base["stop_flags"].set_value(stop)
+    assert p.prepare_inputs() is True
+    s = snapshot(p)
+    # splitwise prefill, truncate_first_token: the first token at E-1, this_time = E
+    assert s["input_ids"][0, 3] == 99 and s["seq_lens_this_time"][0] == 4
+    assert s["stop_flags"][[1, 2, 3, 4, 5]].all()
+    assert p.config.substeps == 1
+    # splitwise mode leaves the base drafts alone (normal mode clears columns 1..)
+    assert (base["draft_tokens"].numpy()[0, 1:] == -1).all()
+
+
+def test_every_insert_writes_mask_rollback():
+    p = build("mixed", k=3)
+    mr = p.state["mask_rollback"].numpy()
+    mr[:] = 7  # a finished request's residue
+    p.state["mask_rollback"].set_value(mr)
+    p.insert([Request(slot=3, prompt=[4, 5, 6])])
+    assert p.state["mask_rollback"].numpy()[3] == 0
+    d = build("decode", k=3)
+    d.state["mask_rollback"].set_value(mr)
+    d.insert([Request(slot=3, prompt=[4, 5, 6], first_token=1, draft_token=2)])
+    assert d.state["mask_rollback"].numpy()[3] == -1
+
+
+def test_release_clears_a_finished_slot():
+    p = build("mixed", k=2)
+    p.insert([Request(slot=4, prompt=[4, 5, 6])])
+    p.release([4])
+    s = snapshot(p)
+    assert s["stop_flags"][4] and s["seq_lens_encoder"][4] == 0 and s["mask_rollback"][4] == 0
+    with pytest.raises(ProposerError, match="slot 9"):
+        p.release([9])
+
+
+@pytest.mark.parametrize("role,req,match", [
+    ("mixed", Request(slot=N, prompt=[1, 2]), "outside"),
+    ("mixed", Request(slot=-1, prompt=[1, 2]), "outside"),
+    ("mixed", Request(slot=0, prompt=[]), "prompt of 0 tokens"),
+    ("mixed", Request(slot=0, prompt=list(range(L))), f"prompt of {L} tokens"),
+    ("mixed", Request(slot=0, prompt=[1, 2], mask_offsets=[0]), "1 mask offsets"),
+    ("mixed", Request(slot=0, prompt=[1, 2], first_token=5, draft_token=6), "decode node"),
+    ("decode", Request(slot=0, prompt=[1, 2]), "first_token and draft_token"),
+    ("decode", Request(slot=0, prompt=list(range(L - 2)), first_token=1, draft_token=2),
+     "prompt of"),
+])
+def test_refusals_change_nothing(role, req, match):
+    p = build(role, k=3)
+    p.insert([Request(slot=1, prompt=[4, 5, 6], first_token=1 if role == "decode" else None,
+                      draft_token=2 if role == "decode" else None)])
+    before = snapshot(p)
+    ok = Request(slot=2, prompt=[7, 8, 9], first_token=1 if role == "decode" else None,
+                 draft_token=2 if role == "decode" else None)
+    with pytest.raises(ProposerError, match=match):
+        p.insert([ok, req])  # the valid request in the same batch is not inserted either
+    after = snapshot(p)
+    for name in before:
+        np.testing.assert_array_equal(after[name], before[name], err_msg=name)
+
+
+def test_duplicate_slots_in_one_batch_are_refused():
+    p = build()
+    with pytest.raises(ProposerError, match="twice"):
+        p.insert([Request(slot=1, prompt=[3, 4]), Request(slot=1, prompt=[5, 6])])
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(num_model_steps=0), "num_model_steps"),
+    (dict(role="both"), "role"),
+    (dict(max_draft_tokens=1, num_model_steps=3), "max_draft_tokens"),
+    (dict(max_num_seqs=0), "max_num_seqs"),
+    (dict(max_model_len=1), "max_model_len"),
+])
+def test_bad_configuration(kw, match):
+    args = dict(num_model_steps=2, max_model_len=L, max_num_seqs=N)
+    args.update(kw)
+    with pytest.raises(ProposerError, match=match):
+        ProposerConfig(**args)
+
+
+def test_bad_base_buffers():
+    cfg = ProposerConfig(num_model_steps=2, max_model_len=L, max_num_seqs=N)
+    base = make_base_buffers(N, 2)
+    del base["accept_num"]
+    with pytest.raises(ProposerError, match="accept_num"):
+        MTPProposer(cfg, base)
+    with pytest.raises(ProposerError, match="rows"):
+        MTPProposer(cfg, make_base_buffers(N + 1, 2))
+    with pytest.raises(ProposerError, match="accept_tokens"):
+        MTPProposer(cfg, make_base_buffers(N, 1))
+
+
+def test_drifted_registration_fails_when_the_proposer_is_built(monkeypatch):
+    real = registration.read_registered
+
+    def swapped(name):
+        reg = real(name)
+        names = list(reg.inputs)
+        names[4], names[5] = names[5], names[4]
+        reg.inputs = tuple(names)
+        return reg
+
+    monkeypatch.setattr(registration, "read_registered", swapped)
+    with pytest.raises(ProposerError, match="does not match the signature table"):
+        build()
+
+
+def test_drifted_wrapper_fails_loudly(monkeypatch):
+    p = build()
+
+    def drifted(draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_decoder,
+                seq_lens_encoder_renamed, **rest):
+        raise AssertionError("must not be reached")
+
+    monkeypatch.setattr(ops, "draft_model_preprocess", drifted)
+    with pytest.raises(TypeError):
+        p.prepare_inputs()
+
+
+def test_insert_cost_grows_with_buffers_not_requests(monkeypatch):
+    writes = []
+    real = proposer_mod._write
+    monkeypatch.setattr(proposer_mod, "_write", lambda t, a: (writes.append(1), real(t, a)))
+    p = build(k=2)
+    counts = []
+    for n in (1, N):
+        writes.clear()
+        p.insert([Request(slot=i, prompt=[3, 4, 5]) for i in range(n)])
+        counts.append(len(writes))
+    assert counts[0] == counts[1] > 0

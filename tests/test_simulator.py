@@ -1,0 +1,75 @@
+"""The closed-loop simulator: right with the fix, caught without it."""
+
+import argparse
+
+import pytest
+
+from fastdeploy_mtp import simulate
+
+
+def args(**kw):
+    p = argparse.ArgumentParser()
+    simulate.add_arguments(p)
+    a = p.parse_args([])
+    a.steps, a.batch = 40, 6
+    for k, v in kw.items():
+        setattr(a, k, v)
+    return a
+
+
+@pytest.mark.parametrize("mode", ["mixed", "pd"])
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_mask_offsets_stay_right(mode, k, seed):
+    t = simulate.run(args(mode=mode, num_model_steps=k, seed=seed), legacy=False, print_rows=False)
+    assert t.tokens > 200 and t.substeps >= 40 * (1 if k == 1 and mode == "mixed" else 2)
+    assert t.violations == 0, t.first_violation
+
+
+@pytest.mark.parametrize("mode", ["mixed", "pd"])
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_old_behaviour_drifts_for_k_above_one(mode, k):
+    t = simulate.run(args(mode=mode, num_model_steps=k, seed=3), legacy=True, print_rows=False)
+    if k == 1:
+        assert t.violations == 0, t.first_violation
+    else:
+        assert t.mask_violations > 0
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_a_decode_node_presetting_one_is_caught(monkeypatch, k):
+    """The op right, only the proposer's preset old: still caught."""
+    monkeypatch.setattr(simulate.MTPProposer, "decode_mask_rollback", lambda self: 1)
+    t = simulate.run(args(mode="pd", num_model_steps=k, seed=4), legacy=False, print_rows=False)
+    assert t.mask_violations > 0
+
+
+def test_the_simulator_exercises_every_path():
+    t_args = args(mode="mixed", num_model_steps=3, steps=80, seed=5)
+    rows = []
+    simulate.run(t_args, legacy=False, print_rows=True, out=rows.append)
+    table = [list(map(int, r.split())) for r in rows[1:]]
+    cols = rows[0].split()
+    total = {c: sum(r[i] for r in table) for i, c in enumerate(cols) if c not in ("max", "err")}
+    for c in ("new", "verif", "block", "fin", "dstop"):
+        assert total[c] > 0, c
+
+
+def test_main_exit_codes_and_summary(capsys):
+    assert simulate.main(args(num_model_steps=3, steps=15, quiet=True)) == 0
+    out = capsys.readouterr().out
+    assert "0 violations" in out and "OK" in out
+    assert simulate.main(args(num_model_steps=3, steps=15, quiet=True, without_fix=True)) == 1
+    assert "FAILED" in capsys.readouterr().out
+    assert simulate.main(args(num_model_steps=1, steps=15, quiet=True, without_fix=True)) == 0
+    assert "already right" in capsys.readouterr().out
+    assert simulate.main(args(num_model_steps=0)) == 2
+
+
+def test_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "err.png"
+    assert simulate.main(args(num_model_steps=2, steps=12, quiet=True, plot=str(path))) == 0
+    assert path.stat().st_size > 1000
+    assert path.read_bytes()[:4] == b"\x89PNG"
+
