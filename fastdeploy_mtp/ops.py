@@ -15,6 +15,7 @@ the request, the field and the values; no tensor has changed when it does.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -81,15 +82,16 @@ def _build_from_source():
     build_dir.mkdir(parents=True, exist_ok=True)
     flags = _build.compile_flags(cuda)
     t0 = time.time()
-    module = load(
-        name=_build.MODULE_NAME,
-        sources=_build.sources(cuda),
-        extra_cxx_cflags=flags["cxx"],
-        extra_cuda_cflags=flags.get("nvcc", []),
-        extra_ldflags=_build.link_flags(cuda),
-        build_directory=str(build_dir),
-        verbose=False,
-    )
+    with contextlib.redirect_stdout(sys.stderr):  # keep Paddle's build chatter off stdout
+        module = load(
+            name=_build.MODULE_NAME,
+            sources=_build.sources(cuda),
+            extra_cxx_cflags=flags["cxx"],
+            extra_cuda_cflags=flags.get("nvcc", []),
+            extra_ldflags=_build.link_flags(cuda),
+            build_directory=str(build_dir),
+            verbose=False,
+        )
     if fresh:
         _say(f"built in {time.time() - t0:.0f} s")
     return module
