@@ -20,11 +20,13 @@ int threads_for(int64_t work) {
   return threads > kMaxThreads ? kMaxThreads : (int)threads;
 }
 
-// Called by thread 0 when the record already held an error at launch.
-__device__ void mark_deferred(ErrorRecord* record) { record->origin |= kDeferred; }
-
-__global__ void preprocess_kernel(PreprocessTensors t, PreprocessAttrs a, int64_t bsz,
-                                  bool* not_need_stop, ErrorRecord* record) {
+// The whole-batch agreement both kernels start with: every thread checks its
+// requests, the block agrees on the first failing one (shared atomicMin), and
+// thread 0 records it. Returns whether the batch may be written. A record
+// already holding an error (an earlier asynchronous call's) also stops the
+// batch: it is marked deferred and left for the host to report.
+template <typename CheckRequest>
+__device__ bool batch_is_valid(int64_t bsz, OpId op, ErrorRecord* record, CheckRequest check) {
   __shared__ long long first_bad;
   __shared__ bool pending;
   if (threadIdx.x == 0) {
@@ -33,20 +35,24 @@ __global__ void preprocess_kernel(PreprocessTensors t, PreprocessAttrs a, int64_
   }
   __syncthreads();
   if (pending) {
-    if (threadIdx.x == 0) mark_deferred(record);
-    return;
+    if (threadIdx.x == 0) record->origin |= kDeferred;
+    return false;
   }
   for (int64_t i = threadIdx.x; i < bsz; i += blockDim.x) {
-    if (check_preprocess(t, plan_preprocess(t, a, i), i).code != kOk)
-      atomicMin(&first_bad, (long long)i);
+    if (check(i).code != kOk) atomicMin(&first_bad, (long long)i);
   }
   __syncthreads();
   if (first_bad != LLONG_MAX) {
-    if (threadIdx.x == 0)
-      *record = record_failure(kPreprocessOp, first_bad,
-                               check_preprocess(t, plan_preprocess(t, a, first_bad), first_bad));
-    return;
+    if (threadIdx.x == 0) *record = record_failure(op, first_bad, check(first_bad));
+    return false;
   }
+  return true;
+}
+
+__global__ void preprocess_kernel(PreprocessTensors t, PreprocessAttrs a, int64_t bsz,
+                                  bool* not_need_stop, ErrorRecord* record) {
+  auto check = [&](int64_t i) { return check_preprocess(t, plan_preprocess(t, a, i), i); };
+  if (!batch_is_valid(bsz, kPreprocessOp, record, check)) return;
   int any = 0;
   for (int64_t i = threadIdx.x; i < bsz; i += blockDim.x)
     any |= apply_preprocess(t, plan_preprocess(t, a, i), i) ? 1 : 0;
@@ -58,27 +64,8 @@ __global__ void preprocess_kernel(PreprocessTensors t, PreprocessAttrs a, int64_
 }
 
 __global__ void mask_kernel(MaskTensors t, int64_t bsz, ErrorRecord* record) {
-  __shared__ long long first_bad;
-  __shared__ bool pending;
-  if (threadIdx.x == 0) {
-    first_bad = LLONG_MAX;
-    pending = record->code != kOk;
-  }
-  __syncthreads();
-  if (pending) {
-    if (threadIdx.x == 0) mark_deferred(record);
-    return;
-  }
-  for (int64_t i = threadIdx.x; i < bsz; i += blockDim.x) {
-    if (check_mask(t, plan_mask(t, i), i).code != kOk) atomicMin(&first_bad, (long long)i);
-  }
-  __syncthreads();
-  if (first_bad != LLONG_MAX) {
-    if (threadIdx.x == 0)
-      *record = record_failure(kMaskOp, first_bad,
-                               check_mask(t, plan_mask(t, first_bad), first_bad));
-    return;
-  }
+  auto check = [&](int64_t i) { return check_mask(t, plan_mask(t, i), i); };
+  if (!batch_is_valid(bsz, kMaskOp, record, check)) return;
   // Every entry is written: zeros first, then each request's odd entries.
   for (int64_t k = threadIdx.x; k < 2 * t.num_tokens; k += blockDim.x) t.out[k] = 0;
   __syncthreads();
