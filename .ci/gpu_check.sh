@@ -8,7 +8,8 @@
 # its error path raises rather than crashes), the registration check, the
 # whole test suite (every differential and bad-input test runs on the GPU
 # too), compute-sanitizer memcheck and racecheck over a fuzz run, and the
-# benchmarks. Exits non-zero if any step failed. SKIP_BENCH=1 skips those.
+# benchmarks. Exits non-zero if any step failed. SKIP_BENCH=1 skips those,
+# SKIP_NUMPY_BENCH=1 the one against the numpy reference.
 set -u
 OUT="${OUT:-$PWD/gpu-report}"
 mkdir -p "$OUT"
@@ -71,7 +72,9 @@ step "memcheck over fuzz" "ERROR SUMMARY|gpu_fuzz" \
 step "racecheck over fuzz" "HAZARD|RACECHECK SUMMARY|gpu_fuzz" \
   compute-sanitizer --tool racecheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 4096
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
-  for b in "bench --device gpu" "bench-gpu"; do
+  benches=("bench --device gpu" "bench-gpu")
+  [ "${SKIP_NUMPY_BENCH:-0}" = 1 ] && benches=("bench-gpu")
+  for b in "${benches[@]}"; do
     step "python -m fastdeploy_mtp $b" "." python3 -m fastdeploy_mtp $b
     { echo; echo "python -m fastdeploy_mtp $b"; echo
       sed -n "/===== python -m fastdeploy_mtp $b /,\$p" "$log" | tail -n +2 | grep -v -E "^W[0-9]|^I[0-9]|INFO|Compiling|[Ww]arn"
