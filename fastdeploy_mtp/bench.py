@@ -95,13 +95,16 @@ def insert_per_field(p, requests) -> None:
     """FastDeploy's way: one slice assignment per field of each request."""
     import paddle
 
+    def host(a):
+        return paddle.to_tensor(a, place=paddle.CPUPlace())
+
     s, k = p.state, p.config.num_model_steps
     for r in requests:
         i, n = r.slot, len(r.prompt)
         s["draft_tokens"][i:i + 1, :] = -1
         s["pre_ids"][i:i + 1, :] = -1
-        s["input_ids"][i:i + 1, : n - 1] = paddle.to_tensor(np.asarray(r.prompt[1:], np.int64)[None])
-        s["attn_mask_offsets_full"][i:i + 1, :n] = paddle.to_tensor(np.arange(n, dtype=np.int32)[None])
+        s["input_ids"][i:i + 1, : n - 1] = host(np.asarray(r.prompt[1:], np.int64)[None])
+        s["attn_mask_offsets_full"][i:i + 1, :n] = host(np.arange(n, dtype=np.int32)[None])
         s["decode_states"][i:i + 1, :] = 0
         s["stop_flags"][i:i + 1] = False
         s["is_block_step"][i:i + 1] = False

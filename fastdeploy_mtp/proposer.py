@@ -91,7 +91,16 @@ def _read(t) -> np.ndarray:
 
 
 def _write(t, arr: np.ndarray) -> None:
-    t.set_value(arr)  # an in-place copy: the tensor keeps its identity and memory
+    """Copy `arr` into tensor `t` where it lives (the tensor keeps its identity).
+
+    Not ``Tensor.set_value``: that copies to Paddle's current default place,
+    which on a CUDA build moves a CPU tensor to the GPU.
+    """
+    import paddle
+
+    place = t.place
+    target = paddle.CUDAPlace(place.gpu_device_id()) if place.is_gpu_place() else paddle.CPUPlace()
+    t.value().get_tensor().set(np.ascontiguousarray(arr), target)
 
 
 class MTPProposer:

@@ -5,7 +5,7 @@ import pytest
 
 from fastdeploy_mtp import ops, proposer as proposer_mod, registration
 from fastdeploy_mtp.proposer import (MTPProposer, ProposerConfig, ProposerError, Request,
-                                     make_base_buffers)
+                                     _write, make_base_buffers)
 
 N, L = 6, 64
 
@@ -60,10 +60,10 @@ def test_prefill_node_runs_splitwise_with_one_step():
     base = p.base
     acc = base["accept_tokens"].numpy()
     acc[0, 0] = 99
-    base["accept_tokens"].set_value(acc)
+    _write(base["accept_tokens"], acc)
     stop = base["stop_flags"].numpy()
     stop[0] = False
-    base["stop_flags"].set_value(stop)
+    _write(base["stop_flags"], stop)
     assert p.prepare_inputs() is True
     s = snapshot(p)
     # splitwise prefill, truncate_first_token: the first token at E-1, this_time = E
@@ -78,13 +78,20 @@ def test_every_insert_writes_mask_rollback():
     p = build("mixed", k=3)
     mr = p.state["mask_rollback"].numpy()
     mr[:] = 7  # a finished request's residue
-    p.state["mask_rollback"].set_value(mr)
+    _write(p.state["mask_rollback"], mr)
     p.insert([Request(slot=3, prompt=[4, 5, 6])])
     assert p.state["mask_rollback"].numpy()[3] == 0
     d = build("decode", k=3)
-    d.state["mask_rollback"].set_value(mr)
+    _write(d.state["mask_rollback"], mr)
     d.insert([Request(slot=3, prompt=[4, 5, 6], first_token=1, draft_token=2)])
     assert d.state["mask_rollback"].numpy()[3] == -1
+
+
+def test_buffers_stay_on_their_place_when_written():
+    p = build("mixed", k=2)
+    p.insert([Request(slot=0, prompt=[4, 5, 6])])
+    assert all(t.place.is_cpu_place() for t in p.state.values())
+    assert all(t.place.is_cpu_place() for t in p.base.values())
 
 
 def test_release_clears_a_finished_slot():
