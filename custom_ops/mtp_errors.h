@@ -18,28 +18,35 @@ inline std::string describe_failure(const char* op, const ErrorRecord& r) {
                                                     : op;
   s += join(op, ": ");
   if (r.origin & kDeferred) {
-    s += join("nothing was changed: an earlier asynchronous call of ", failed_name, " on this device failed and was not reported yet: ", failed_name, ": ");
+    s += join("nothing was changed: an earlier asynchronous call of ", failed_name,
+              " on this device failed and was not reported yet: ", failed_name, ": ");
   }
   s += join("request ", r.request, ": ");
   const int64_t* v = r.v;
   switch (r.code) {
     case kFirstTokenOutsideInputIds:
-      s += join("input_ids: the first token goes to column ", v[0], ", outside input_ids' ", v[1], " columns (seq_lens_encoder = ", v[2], ")");
+      s += join("input_ids: the first token goes to column ", v[0], ", outside input_ids' ", v[1],
+                " columns (seq_lens_encoder = ", v[2], ")");
       break;
     case kNoAcceptTokensColumn:
-      s += join("accept_tokens: the first token is read from column 0, but accept_tokens has ", v[0], " columns");
+      s += join("accept_tokens: the first token is read from column 0, but accept_tokens has ",
+                v[0], " columns");
       break;
     case kNoPreIdsColumn:
-      s += join("pre_ids: the first token is written to column 0, but pre_ids has ", v[0], " columns");
+      s += join("pre_ids: the first token is written to column 0, but pre_ids has ", v[0],
+                " columns");
       break;
     case kAcceptNumOutOfRange:
-      s += join("accept_num: ", v[0], " is outside [0, min(accept_tokens columns ", v[1], ", draft_tokens columns ", v[2], ")]");
+      s += join("accept_num: ", v[0], " is outside [0, min(accept_tokens columns ", v[1],
+                ", draft_tokens columns ", v[2], ")]");
       break;
     case kPreIdsWindowOutside:
-      s += join("pre_ids: accepted tokens go to columns [", v[0], ", ", v[1], "), outside [0, ", v[2], ") (base_model_step_idx = ", v[3], ")");
+      s += join("pre_ids: accepted tokens go to columns [", v[0], ", ", v[1], "), outside [0, ",
+                v[2], ") (base_model_step_idx = ", v[3], ")");
       break;
     case kNegativeSeqLensDecoder:
-      s += join("seq_lens_decoder: the new value ", v[0], " is negative (seq_lens_decoder = ", v[1], ", base_model_seq_lens_decoder = ", v[2], ", accept_num = ", v[3], ")");
+      s += join("seq_lens_decoder: the new value ", v[0], " is negative (seq_lens_decoder = ",
+                v[1], ", base_model_seq_lens_decoder = ", v[2], ", accept_num = ", v[3], ")");
       break;
     case kNegativeSeqLensEncoder:
       s += join("seq_lens_encoder: ", v[0], " is negative for a running request");
@@ -48,16 +55,21 @@ inline std::string describe_failure(const char* op, const ErrorRecord& r) {
       s += join("seq_lens_this_time: ", v[0], " is negative");
       break;
     case kTokensOutsideIds:
-      s += join("cu_seqlens_q: tokens [", v[0], ", ", v[0] + v[1], ") (cu_seqlens_q = ", v[0], ", seq_lens_this_time = ", v[1], ") lie outside the ", v[2], " tokens of ids_remove_padding");
+      s += join("cu_seqlens_q: tokens [", v[0], ", ", v[0] + v[1], ") (cu_seqlens_q = ", v[0],
+                ", seq_lens_this_time = ", v[1], ") lie outside the ", v[2],
+                " tokens of ids_remove_padding");
       break;
     case kTokensPastMaskFull:
-      s += join("attn_mask_offsets_full: seq_lens_this_time = ", v[0], " prompt tokens, but it has ", v[1], " columns");
+      s += join("attn_mask_offsets_full: seq_lens_this_time = ", v[0],
+                " prompt tokens, but it has ", v[1], " columns");
       break;
     case kTokensPastDecodeStates:
-      s += join("decode_states: seq_lens_this_time = ", v[0], " tokens, but it has ", v[1], " columns");
+      s += join("decode_states: seq_lens_this_time = ", v[0], " tokens, but it has ", v[1],
+                " columns");
       break;
     case kNegativeLength:
-      s += join("seq_lens_encoder / seq_lens_decoder: ", v[0], " / ", v[1], ", lengths must not be negative");
+      s += join("seq_lens_encoder / seq_lens_decoder: ", v[0], " / ", v[1],
+                ", lengths must not be negative");
       break;
     default:
       s += join("unknown check ", r.code);

@@ -93,8 +93,10 @@ def _interleaved(variants: dict, calls: int) -> dict:
 def _gpu_state(s, place, flag_on_gpu=False):
     import paddle
 
-    return {n: paddle.to_tensor(a, place=paddle.CPUPlace() if (n == "not_need_stop" and not flag_on_gpu) else place)
-            for n, a in s.items()}
+    def where(name):
+        return paddle.CPUPlace() if (name == "not_need_stop" and not flag_on_gpu) else place
+
+    return {n: paddle.to_tensor(a, place=where(n)) for n, a in s.items()}
 
 
 def _baseline_correct(lib, s, attrs, place) -> bool:
