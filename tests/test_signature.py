@@ -109,3 +109,14 @@ def test_raise_pending_errors_is_a_no_op_on_the_cpu():
     x = to_tensors({"x": np.arange(4)})["x"]
     ops.raise_pending_errors(x)
     np.testing.assert_array_equal(x.numpy(), np.arange(4))
+
+
+def test_check_command_fails_on_a_drifted_table(monkeypatch, capsys):
+    from fastdeploy_mtp import __main__ as cli, registration as reg_mod
+
+    sig = OPS["update_attn_mask_offsets"]
+    drifted = dataclasses.replace(sig, inputs=sig.inputs[::-1])
+    monkeypatch.setattr(reg_mod, "OPS", {sig.name: drifted})
+    assert cli.main(["check"]) == 1
+    out = capsys.readouterr().out
+    assert "update_attn_mask_offsets: DIFFERS" in out and "DIFFERENCE" in out
