@@ -137,8 +137,9 @@ def engine_step(node: Node, step: int, rng, args, tally: Tally) -> dict:
         worst = max(worst, check_mask_offsets(p, out, cu, tally, f"{where} substep {sub}"))
         sampled = draft_substep_update(p, sub, rng, args.draft_eos_prob, args.max_dec_len)
         tally.substeps += 1
-    counts["stopped"] = int(sum(1 for i, s in enumerate(base.slots) if s.active
-                                and _read(p.state["stop_flags"])[i] and not base.a["stop_flags"][i]))
+    draft_stopped = _read(p.state["stop_flags"])
+    counts["stopped"] = sum(1 for i, s in enumerate(base.slots)
+                            if s.active and draft_stopped[i] and not base.a["stop_flags"][i])
     counts["worst"] = worst
     counts["sampled"] = sampled
     return counts
