@@ -98,7 +98,7 @@ def insert_per_field(p, requests) -> None:
     def host(a):
         return paddle.to_tensor(a, place=paddle.CPUPlace())
 
-    s, k = p.state, p.config.num_model_steps
+    s = p.state
     for r in requests:
         i, n = r.slot, len(r.prompt)
         s["draft_tokens"][i:i + 1, :] = -1
@@ -115,7 +115,6 @@ def insert_per_field(p, requests) -> None:
         s["seq_lens_this_time"][i:i + 1] = n
         s["attn_mask_offsets_decoder"][i:i + 1] = n
         s["mask_rollback"][i:i + 1] = 0
-    del k
 
 
 def insert_bench(n_requests: int = 256, rounds: int = ROUNDS) -> None:

@@ -72,3 +72,10 @@ def assert_states_equal(got, want, context=""):
 def preprocess_attrs(k, truncate=False, splitwise=False, v1=False):
     return dict(num_model_step=k, truncate_first_token=truncate, splitwise_prefill=splitwise,
                 kvcache_scheduler_v1=v1)
+
+
+def assert_unchanged(tensors, before):
+    """Every tensor holds exactly its old dtype and bytes (a refused call)."""
+    after = to_numpy(tensors)
+    for name, arr in before.items():
+        assert after[name].dtype == arr.dtype and after[name].tobytes() == arr.tobytes(), name

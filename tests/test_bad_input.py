@@ -12,7 +12,7 @@ import pytest
 
 from fastdeploy_mtp import ops, reference, states
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
-from helpers import DEVICES, preprocess_attrs, to_numpy, to_tensors
+from helpers import DEVICES, assert_unchanged, preprocess_attrs, to_tensors
 
 BAD, LATER_BAD, BSZ = 5, 9, 12
 
@@ -103,9 +103,7 @@ def assert_refused(call, tensors, before, op, request, field):
         assert re.search(r"-?\d+", msg.split(f"{field}", 1)[1]), f"no values in: {msg}"
     else:
         assert field in msg, msg
-    after = to_numpy(tensors)
-    for name, arr in before.items():
-        assert after[name].dtype == arr.dtype and after[name].tobytes() == arr.tobytes(), name
+    assert_unchanged(tensors, before)
     return msg
 
 

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from fastdeploy_mtp import ops, states
-from helpers import (assert_states_equal, gpu_available, preprocess_attrs, run_mask_op,
-                     run_mask_ref, run_preprocess_op, run_preprocess_ref, to_numpy, to_tensors)
+from helpers import (assert_states_equal, assert_unchanged, gpu_available, preprocess_attrs,
+                     run_mask_op, run_mask_ref, run_preprocess_op, run_preprocess_ref, to_numpy,
+                     to_tensors)
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not gpu_available(), reason="needs Paddle with CUDA and a GPU")]
@@ -40,8 +41,7 @@ def test_last_request_of_8192_is_checked():
     t = to_tensors(s, "gpu")
     with pytest.raises(ops.BadInputError, match="request 8191: accept_num"):
         ops.draft_model_preprocess(**t, **preprocess_attrs(2))
-    for name, arr in to_numpy(t).items():
-        assert arr.tobytes() == s[name].tobytes(), name
+    assert_unchanged(t, s)
 
 
 def test_tensors_on_two_devices_are_refused():
@@ -50,8 +50,7 @@ def test_tensors_on_two_devices_are_refused():
     t["pre_ids"] = to_tensors({"pre_ids": s["pre_ids"]}, "cpu")["pre_ids"]
     with pytest.raises(ops.BadInputError, match="one device: pre_ids"):
         ops.draft_model_preprocess(**t, **preprocess_attrs(2))
-    for name, arr in to_numpy(t).items():
-        assert arr.tobytes() == s[name].tobytes(), name
+    assert_unchanged(t, s)
 
 
 def test_not_need_stop_on_the_gpu_is_written_there():
@@ -70,15 +69,13 @@ def test_asynchronous_error_waits_for_the_next_synchronous_call():
     bad["accept_num"][3] = 99
     t_bad = to_tensors(bad, "gpu", host_flag=False)
     ops.draft_model_preprocess(**t_bad, **preprocess_attrs(2))  # returns; error stays on device
-    for name, arr in to_numpy(t_bad).items():
-        assert arr.tobytes() == bad[name].tobytes(), name
+    assert_unchanged(t_bad, bad)
 
     good = states.preprocess_state(np.random.default_rng(7), 16, num_model_step=2)
     t_good = to_tensors(good, "gpu")
     with pytest.raises(ops.BadInputError, match="earlier asynchronous call.*request 3: accept_num"):
         ops.draft_model_preprocess(**t_good, **preprocess_attrs(2))
-    for name, arr in to_numpy(t_good).items():  # the synchronous call changed nothing either
-        assert arr.tobytes() == good[name].tobytes(), name
+    assert_unchanged(t_good, good)  # the synchronous call changed nothing either
     # Reported once: the next call runs.
     ops.draft_model_preprocess(**t_good, **preprocess_attrs(2))
     assert_states_equal(to_numpy(t_good), run_preprocess_ref(good, preprocess_attrs(2)))
@@ -94,8 +91,7 @@ def test_raise_pending_errors_reports_an_asynchronous_failure_once():
     with pytest.raises(ops.BadInputError, match="request 2: accept_num"):
         ops.raise_pending_errors(t["seq_lens_decoder"])
     ops.raise_pending_errors(t["seq_lens_decoder"])  # reported once
-    for name, arr in to_numpy(t).items():
-        assert arr.tobytes() == bad[name].tobytes(), name
+    assert_unchanged(t, bad)
 
 
 def test_asynchronous_mask_update(monkeypatch):
@@ -117,5 +113,4 @@ def test_asynchronous_mask_update(monkeypatch):
     ops.update_attn_mask_offsets(**t)  # returns; the error waits on the device
     with pytest.raises(ops.BadInputError, match="request 0: seq_lens_this_time"):
         ops.raise_pending_errors(t["mask_rollback"])
-    for name, arr in to_numpy(t).items():
-        assert arr.tobytes() == bad[name].tobytes(), name
+    assert_unchanged(t, bad)
