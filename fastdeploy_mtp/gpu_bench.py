@@ -90,6 +90,21 @@ def _interleaved(variants: dict, calls: int) -> dict:
     return {n: statistics.median(v) for n, v in times.items()}
 
 
+def _check_floor_signatures() -> None:
+    """The floors must cost what the ops' signatures cost: Paddle's dispatch of
+    in-place outputs alone is several microseconds. Compared with the table."""
+    from .registration import differences, read_registered
+    from .signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
+
+    pairs = [(DRAFT_MODEL_PREPROCESS, n) for n in
+             ("bench_floor_preprocess", "bench_empty_preprocess", "bench_baseline_preprocess")]
+    pairs += [(UPDATE_ATTN_MASK_OFFSETS, n) for n in ("bench_floor_mask", "bench_empty_mask")]
+    problems = [f"{name}: {d}" for sig, name in pairs
+                for d in differences(sig, read_registered(name))]
+    if problems:
+        raise RuntimeError("benchmark ops differ from the ops' signatures:\n" + "\n".join(problems))
+
+
 def _gpu_state(s, place, flag_on_gpu=False):
     import paddle
 
@@ -113,6 +128,7 @@ def run(bsz_list, calls: int, print_fn=print) -> None:
     place = paddle.CUDAPlace(0)
     lib = bench_library()
     ops.load_library()
+    _check_floor_signatures()
     attrs = dict(num_model_step=K, truncate_first_token=False, splitwise_prefill=False,
                  kvcache_scheduler_v1=True)
     rng = np.random.default_rng(0)

@@ -128,6 +128,12 @@ std::vector<paddle::Tensor> BenchEmptyMask(MASK_PARAMS) {
   {"ids_remove_padding", "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder",          \
    "cu_seqlens_q", "attn_mask_offsets_full", "attn_mask_offsets_decoder", "is_block_step",      \
    "decode_states", "mask_rollback"}
+#define MASK_OUTPUTS                                                                            \
+  {"attn_mask_offsets", "attn_mask_offsets_decoder_out", "decode_states_out",                   \
+   "mask_rollback_out"}
+#define MASK_INPLACE                                                                            \
+  {{"attn_mask_offsets_decoder", "attn_mask_offsets_decoder_out"},                             \
+   {"decode_states", "decode_states_out"}, {"mask_rollback", "mask_rollback_out"}}
 
 PD_BUILD_OP(bench_baseline_preprocess)
     .Inputs(PREPROCESS_INPUTS)
@@ -149,9 +155,11 @@ PD_BUILD_OP(bench_empty_preprocess)
     .SetKernelFn(PD_KERNEL(BenchEmptyPreprocess));
 PD_BUILD_OP(bench_floor_mask)
     .Inputs(MASK_INPUTS)
-    .Outputs({"out"})
+    .Outputs(MASK_OUTPUTS)
+    .SetInplaceMap(MASK_INPLACE)
     .SetKernelFn(PD_KERNEL(BenchFloorMask));
 PD_BUILD_OP(bench_empty_mask)
     .Inputs(MASK_INPUTS)
-    .Outputs({"out"})
+    .Outputs(MASK_OUTPUTS)
+    .SetInplaceMap(MASK_INPLACE)
     .SetKernelFn(PD_KERNEL(BenchEmptyMask));
