@@ -7,7 +7,7 @@
 # (default ./gpu-report). Steps: build and install the CUDA library (and prove
 # its error path raises rather than crashes), the registration check, the
 # whole test suite (every differential and bad-input test runs on the GPU
-# too), compute-sanitizer memcheck and racecheck over a fuzz run, and the
+# too), compute-sanitizer memcheck, racecheck and synccheck over a fuzz run, and the
 # benchmarks. Exits non-zero if any step failed. SKIP_BENCH=1 skips those,
 # SKIP_NUMPY_BENCH=1 the one against the numpy reference.
 set -u
@@ -71,6 +71,8 @@ step "memcheck over fuzz" "ERROR SUMMARY|gpu_fuzz" \
   compute-sanitizer --tool memcheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 30
 step "racecheck over fuzz" "HAZARD|RACECHECK SUMMARY|gpu_fuzz" \
   compute-sanitizer --tool racecheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 4096
+step "synccheck over fuzz" "SYNCCHECK SUMMARY|gpu_fuzz" \
+  compute-sanitizer --tool synccheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 8192
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   benches=("bench --device gpu" "bench-gpu")
   [ "${SKIP_NUMPY_BENCH:-0}" = 1 ] && benches=("bench-gpu")

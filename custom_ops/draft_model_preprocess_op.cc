@@ -86,27 +86,32 @@ void DraftModelPreprocess(paddle::Tensor& draft_tokens, paddle::Tensor& input_id
   const mtp::PreprocessAttrs attrs{num_model_step, truncate_first_token, splitwise_prefill,
                                    kvcache_scheduler_v1};
 
+  mtp::ErrorRecord r;
   if (c.place().GetType() == phi::AllocationType::CPU) {
-    const mtp::ErrorRecord r = mtp::preprocess_batch(t, attrs, bsz);
-    raise_if_failed(r);
-    *not_need_stop.data<bool>() = r.any_running != 0;
-    return;
-  }
+    r = mtp::preprocess_batch(t, attrs, bsz);
+  } else {
 #ifdef PADDLE_WITH_CUDA
-  cudaStream_t stream = draft_tokens.stream();
-  mtp::RecordBuffers& rec = mtp::record_buffers(c.place(), kOp);
-  const bool flag_on_host = not_need_stop.is_cpu();
-  mtp::cuda_check(mtp::launch_preprocess(t, attrs, bsz,
-                                         flag_on_host ? nullptr : not_need_stop.data<bool>(),
-                                         rec.device, stream),
-                  kOp, "kernel launch");
-  if (!flag_on_host) return;  // asynchronous: errors wait on the device for the next sync
-  const mtp::ErrorRecord r = mtp::read_record(rec, stream, kOp);
+    cudaStream_t stream = draft_tokens.stream();
+    mtp::RecordBuffers& rec = mtp::record_buffers(c.place(), kOp);
+    if (!not_need_stop.is_cpu()) {
+      // Asynchronous: no copy, no wait; a failure waits on the device.
+      mtp::cuda_check(mtp::launch_preprocess(t, attrs, bsz, not_need_stop.data<bool>(),
+                                             {rec.pending, nullptr}, rec.grid, stream),
+                      kOp, "kernel launch");
+      return;
+    }
+    mtp::cuda_check(mtp::launch_preprocess(t, attrs, bsz, nullptr,
+                                           {rec.pending, mtp::arm_report(rec)}, rec.grid,
+                                           stream),
+                    kOp, "kernel launch");
+    r = mtp::read_report(rec, stream, kOp);
+#else
+    mtp::raise(kOp, ": this build has no CUDA support; tensors are on ",
+               mtp::place_name(c.place()));
+#endif
+  }
   raise_if_failed(r);
   *not_need_stop.data<bool>() = r.any_running != 0;
-#else
-  mtp::raise(kOp, ": this build has no CUDA support; tensors are on ", mtp::place_name(c.place()));
-#endif
 }
 
 PD_BUILD_OP(draft_model_preprocess)

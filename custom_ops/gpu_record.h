@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "mtp_bookkeeping.h"
+#include "mtp_kernels.h"
 #include "op_error.h"
 #include "paddle/extension.h"
 
@@ -16,13 +17,20 @@ inline void cuda_check(cudaError_t e, const char* op, const char* what) {
   MTP_CHECK(e == cudaSuccess, op, ": CUDA error in ", what, ": ", cudaGetErrorString(e));
 }
 
-// A device record and its pinned host mirror, one per thread and device. A
-// synchronous call has synchronised its stream before its thread can issue the
-// next call, so calls never share a record concurrently; an asynchronous call
-// leaves its record on the device until the next synchronous call reads it.
+// Where the kernels report, one set per thread and device:
+//  - `pending`, device memory: the error of an asynchronous call that nobody
+//    has read yet (code kOk when there is none);
+//  - `report`, pinned host memory mapped into the device: a synchronous call's
+//    kernel writes its result there directly, so the host needs no copy, only
+//    the stream synchronisation it does anyway.
+// A synchronous call has synchronised its stream before its thread can issue
+// the next call, so calls never share a report concurrently.
+// `grid` is the multi-block kernels' scratch (mtp_kernels.h).
 struct RecordBuffers {
-  ErrorRecord* device = nullptr;
-  ErrorRecord* host = nullptr;
+  ErrorRecord* pending = nullptr;
+  ErrorRecord* report = nullptr;         // host address
+  ErrorRecord* report_device = nullptr;  // the same memory, as the kernel sees it
+  GridScratch grid{nullptr, nullptr};
 };
 
 inline RecordBuffers& record_buffers(const paddle::Place& place, const char* op) {
@@ -31,29 +39,49 @@ inline RecordBuffers& record_buffers(const paddle::Place& place, const char* op)
   const int dev = place.GetDeviceId();
   MTP_CHECK(dev >= 0 && dev < kMaxDevices, op, ": unsupported device id ", dev);
   RecordBuffers& b = buffers[dev];
-  if (b.device == nullptr) {
+  if (b.pending == nullptr) {
     int current = 0;
     cuda_check(cudaGetDevice(&current), op, "cudaGetDevice");
     cuda_check(cudaSetDevice(dev), op, "cudaSetDevice");
-    cuda_check(cudaMalloc(&b.device, sizeof(ErrorRecord)), op, "cudaMalloc");
-    cuda_check(cudaMemset(b.device, 0, sizeof(ErrorRecord)), op, "cudaMemset");
-    cuda_check(cudaHostAlloc(&b.host, sizeof(ErrorRecord), cudaHostAllocDefault), op,
+    cuda_check(cudaMalloc(&b.pending, sizeof(ErrorRecord)), op, "cudaMalloc");
+    cuda_check(cudaMemset(b.pending, 0, sizeof(ErrorRecord)), op, "cudaMemset");
+    cuda_check(cudaHostAlloc(&b.report, sizeof(ErrorRecord), cudaHostAllocMapped), op,
                "cudaHostAlloc");
+    cuda_check(cudaHostGetDevicePointer(&b.report_device, b.report, 0), op,
+               "cudaHostGetDevicePointer");
+    cuda_check(cudaMalloc(&b.grid.min_slots, kGridSlots * sizeof(long long)), op, "cudaMalloc");
+    cuda_check(cudaMalloc(&b.grid.or_slots, kGridSlots * sizeof(int)), op, "cudaMalloc");
+    cuda_check(cudaDeviceSynchronize(), op, "cudaDeviceSynchronize");  // the memset is done
     cuda_check(cudaSetDevice(current), op, "cudaSetDevice");
   }
   return b;
 }
 
-// Brings the record to the host in one copy and waits for it. An error is
-// reported once: the device copy is cleared so the next call starts clean.
-inline ErrorRecord read_record(RecordBuffers& b, cudaStream_t stream, const char* op) {
-  cuda_check(cudaMemcpyAsync(b.host, b.device, sizeof(ErrorRecord), cudaMemcpyDeviceToHost,
+// Before a synchronous launch: mark the report unwritten, so that a kernel
+// that never ran cannot pass off the previous call's result as its own.
+inline ErrorRecord* arm_report(RecordBuffers& b) {
+  b.report->code = kUnreported;
+  return b.report_device;
+}
+
+// After a synchronous launch: wait for the kernel and read what it reported.
+inline ErrorRecord read_report(RecordBuffers& b, cudaStream_t stream, const char* op) {
+  cuda_check(cudaStreamSynchronize(stream), op, "cudaStreamSynchronize");
+  const ErrorRecord r = *b.report;
+  MTP_CHECK(r.code != kUnreported, op, ": the kernel finished without reporting");
+  return r;
+}
+
+// Takes the pending error of asynchronous calls off the device (one copy and
+// a synchronisation), leaving none behind: an error is reported once.
+inline ErrorRecord take_pending(RecordBuffers& b, cudaStream_t stream, const char* op) {
+  cuda_check(cudaMemcpyAsync(b.report, b.pending, sizeof(ErrorRecord), cudaMemcpyDeviceToHost,
                              stream),
              op, "cudaMemcpyAsync");
   cuda_check(cudaStreamSynchronize(stream), op, "cudaStreamSynchronize");
-  const ErrorRecord r = *b.host;
+  const ErrorRecord r = *b.report;
   if (r.code != kOk) {
-    cuda_check(cudaMemsetAsync(b.device, 0, sizeof(ErrorRecord), stream), op, "cudaMemsetAsync");
+    cuda_check(cudaMemsetAsync(b.pending, 0, sizeof(ErrorRecord), stream), op, "cudaMemsetAsync");
   }
   return r;
 }

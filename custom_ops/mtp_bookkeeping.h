@@ -328,6 +328,8 @@ enum OpId : int64_t { kPreprocessOp = 1, kMaskOp = 2 };
 // Set in `origin` when a kernel found an unreported error from an earlier
 // asynchronous call and therefore changed nothing.
 constexpr int64_t kDeferred = 1 << 8;
+// `code` of a report the host armed and no kernel has written yet.
+constexpr int64_t kUnreported = -1;
 
 struct ErrorRecord {
   int64_t any_running;  // becomes not_need_stop

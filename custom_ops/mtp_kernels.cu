@@ -1,18 +1,30 @@
 // CUDA drivers of the per-request rules in mtp_bookkeeping.h.
 //
-// Each op is one block: the threads stride over the batch, agree on the first
-// failing request (shared-memory atomicMin), and only then write. A single
-// block is what makes "validate the whole batch before writing anything" cheap
-// to guarantee; the per-request work is a few dozen loads, so even 8192
-// requests are a handful of strides.
+// Each op is one launch that validates the whole batch before it writes
+// anything: the threads stride over the batch, agree on the first failing
+// request, and only then write. Up to kMaxThreads requests that is one block
+// (a shared-memory agreement, one request a thread). Past it, where one block
+// would take each thread through several requests one after another, the
+// kernel runs as a cooperative grid, every block resident at once, and the
+// blocks agree through per-block slots and grid barriers. A stream that is
+// being captured into a CUDA graph always gets the single block.
+#include <cooperative_groups.h>
+
+#include <atomic>
 #include <climits>
+#include <cstdint>
 
 #include "mtp_kernels.h"
 
 namespace mtp {
 namespace {
 
-constexpr int kMaxThreads = 1024;
+namespace cg = cooperative_groups;
+
+constexpr int kMaxThreads = 1024;  // the single-block path: one block, up to this many
+constexpr int kGridThreads = 256;  // threads per block of the grid path
+constexpr long long kNone = LLONG_MAX;
+constexpr int kMaxDevices = 64;
 
 int threads_for(int64_t work) {
   const int64_t warps = (work + 31) / 32;
@@ -20,71 +32,219 @@ int threads_for(int64_t work) {
   return threads > kMaxThreads ? kMaxThreads : (int)threads;
 }
 
-// The whole-batch agreement both kernels start with: every thread checks its
-// requests, the block agrees on the first failing one (shared atomicMin), and
-// thread 0 records it. Returns whether the batch may be written. A record
-// already holding an error (an earlier asynchronous call's) also stops the
-// batch: it is marked deferred and left for the host to report.
-template <typename CheckRequest>
-__device__ bool batch_is_valid(int64_t bsz, OpId op, ErrorRecord* record, CheckRequest check) {
-  __shared__ long long first_bad;
-  __shared__ bool pending;
-  if (threadIdx.x == 0) {
-    first_bad = LLONG_MAX;
-    pending = record->code != kOk;
-  }
+// Block-wide minimum, returned to every thread of the block.
+__device__ long long block_min(long long v) {
+  __shared__ long long m;
+  if (threadIdx.x == 0) m = kNone;
   __syncthreads();
-  if (pending) {
-    if (threadIdx.x == 0) record->origin |= kDeferred;
-    return false;
-  }
-  for (int64_t i = threadIdx.x; i < bsz; i += blockDim.x) {
-    if (check(i).code != kOk) atomicMin(&first_bad, (long long)i);
-  }
+  if (v != kNone) atomicMin(&m, v);
   __syncthreads();
-  if (first_bad != LLONG_MAX) {
-    if (threadIdx.x == 0) *record = record_failure(op, first_bad, check(first_bad));
-    return false;
-  }
-  return true;
+  const long long r = m;
+  __syncthreads();  // everyone has read m before a later call resets it
+  return r;
 }
 
+// How a kernel's threads share out the batch and agree on it: one block...
+struct OneBlock {
+  __device__ int64_t first() const { return threadIdx.x; }
+  __device__ int64_t stride() const { return blockDim.x; }
+  __device__ bool leader() const { return threadIdx.x == 0; }
+  __device__ long long min_all(long long v) const { return block_min(v); }
+  __device__ int or_all(int v) const { return __syncthreads_or(v); }
+};
+
+// ...or a cooperative grid. Each block puts its own result in its slot; after
+// the grid barrier (which also orders every write before it) each block reads
+// all the slots, so all blocks reach the same answer.
+struct WholeGrid {
+  GridScratch scratch;
+  __device__ int64_t first() const { return blockIdx.x * (int64_t)blockDim.x + threadIdx.x; }
+  __device__ int64_t stride() const { return (int64_t)gridDim.x * blockDim.x; }
+  __device__ bool leader() const { return blockIdx.x == 0 && threadIdx.x == 0; }
+  __device__ long long min_all(long long v) const {
+    const long long b = block_min(v);
+    if (threadIdx.x == 0) scratch.min_slots[blockIdx.x] = b;
+    cg::this_grid().sync();
+    long long g = kNone;
+    // __ldcg: from L2, where the other blocks' slots are (L1 is per SM).
+    for (unsigned k = threadIdx.x; k < gridDim.x; k += blockDim.x) {
+      const long long v = __ldcg(scratch.min_slots + k);
+      g = v < g ? v : g;
+    }
+    return block_min(g);
+  }
+  __device__ int or_all(int v) const {
+    const int b = __syncthreads_or(v);
+    if (threadIdx.x == 0) scratch.or_slots[blockIdx.x] = b;
+    cg::this_grid().sync();
+    int g = 0;
+    for (unsigned k = threadIdx.x; k < gridDim.x; k += blockDim.x) g |= __ldcg(scratch.or_slots + k);
+    return __syncthreads_or(g);
+  }
+};
+
+// The leader only: a batch's result. A synchronous call reports every result
+// on the host; an asynchronous one keeps only a failure, on the device.
+__device__ void deliver(const Reporting& out, const ErrorRecord& r) {
+  if (out.report != nullptr) {
+    *out.report = r;
+  } else if (r.code != kOk) {
+    *out.pending = r;
+  }
+}
+
+// The whole-batch agreement both kernels start with: every thread checks its
+// requests, all agree on the first failing one, and the leader reports it.
+// Returns whether the batch may be written. An error an earlier asynchronous
+// call left pending also stops the batch: it is marked deferred, and handed to
+// the host (and cleared) if this call is synchronous.
+template <typename Scope, typename CheckRequest>
+__device__ bool batch_is_valid(const Scope& scope, int64_t bsz, OpId op, const Reporting& out,
+                               CheckRequest check) {
+  constexpr long long kPendingError = -1;
+  // Read while the batch is checked, not before: it is a global load.
+  const int64_t pending_code = scope.leader() ? out.pending->code : kOk;
+  long long mine = kNone;
+  // Unrolled so that each thread has several requests' loads in flight.
+#pragma unroll 4
+  for (int64_t i = scope.first(); i < bsz; i += scope.stride()) {
+    if (mine == kNone && check(i).code != kOk) mine = i;
+  }
+  if (pending_code != kOk) mine = kPendingError;
+  const long long bad = scope.min_all(mine);
+  if (bad == kNone) return true;
+  if (scope.leader()) {
+    if (bad == kPendingError) {
+      ErrorRecord r = *out.pending;
+      r.origin |= kDeferred;
+      if (out.report != nullptr) {
+        *out.report = r;
+        out.pending->code = kOk;
+      } else {
+        out.pending->origin = r.origin;
+      }
+    } else {
+      deliver(out, record_failure(op, bad, check(bad)));
+    }
+  }
+  return false;
+}
+
+template <typename Scope>
 __global__ void preprocess_kernel(PreprocessTensors t, PreprocessAttrs a, int64_t bsz,
-                                  bool* not_need_stop, ErrorRecord* record) {
+                                  bool* not_need_stop, Reporting out, Scope scope) {
   auto check = [&](int64_t i) { return check_preprocess(t, plan_preprocess(t, a, i), i); };
-  if (!batch_is_valid(bsz, kPreprocessOp, record, check)) return;
+  if (!batch_is_valid(scope, bsz, kPreprocessOp, out, check)) return;
   int any = 0;
-  for (int64_t i = threadIdx.x; i < bsz; i += blockDim.x)
+#pragma unroll 4
+  for (int64_t i = scope.first(); i < bsz; i += scope.stride())
     any |= apply_preprocess(t, plan_preprocess(t, a, i), i) ? 1 : 0;
-  any = __syncthreads_or(any);
-  if (threadIdx.x == 0) {
-    *record = record_ok(any != 0);
+  any = scope.or_all(any);
+  if (scope.leader()) {
+    deliver(out, record_ok(any != 0));
     if (not_need_stop != nullptr) *not_need_stop = any != 0;
   }
 }
 
-__global__ void mask_kernel(MaskTensors t, int64_t bsz, ErrorRecord* record) {
+// Zeroes out[0, n), 16 bytes a store where the buffer allows.
+template <typename Scope>
+__device__ void zero(const Scope& scope, int32_t* out, int64_t n) {
+  int64_t done = 0;
+  if ((reinterpret_cast<uintptr_t>(out) & 15) == 0) {
+    int4* v = reinterpret_cast<int4*>(out);
+    for (int64_t k = scope.first(); k < n / 4; k += scope.stride()) v[k] = make_int4(0, 0, 0, 0);
+    done = n / 4 * 4;
+  }
+  for (int64_t k = done + scope.first(); k < n; k += scope.stride()) out[k] = 0;
+}
+
+template <typename Scope>
+__global__ void mask_kernel(MaskTensors t, int64_t bsz, Reporting out, Scope scope) {
+  // Every entry is written: zeros, then each request's odd entries. The output
+  // is a fresh tensor, so it may be zeroed before the batch is validated (the
+  // barriers in batch_is_valid order it before the writes below).
+  zero(scope, t.out, 2 * t.num_tokens);
   auto check = [&](int64_t i) { return check_mask(t, plan_mask(t, i), i); };
-  if (!batch_is_valid(bsz, kMaskOp, record, check)) return;
-  // Every entry is written: zeros first, then each request's odd entries.
-  for (int64_t k = threadIdx.x; k < 2 * t.num_tokens; k += blockDim.x) t.out[k] = 0;
-  __syncthreads();
-  for (int64_t i = threadIdx.x; i < bsz; i += blockDim.x) apply_mask(t, plan_mask(t, i), i);
-  if (threadIdx.x == 0) *record = record_ok(false);
+  if (!batch_is_valid(scope, bsz, kMaskOp, out, check)) return;
+#pragma unroll 4
+  for (int64_t i = scope.first(); i < bsz; i += scope.stride()) apply_mask(t, plan_mask(t, i), i);
+  if (scope.leader()) deliver(out, record_ok(false));
+}
+
+// Blocks of the grid path for `work` items, or 0 when the single block is the
+// one to use: small work, a stream being captured, no scratch, or a device
+// without cooperative launches. Never more blocks than can be resident at once
+// (a cooperative launch needs that) nor than the scratch has slots for.
+template <typename Kernel>
+int grid_blocks(Kernel kernel, int64_t work, const GridScratch& scratch, cudaStream_t stream) {
+  if (work <= kMaxThreads || scratch.min_slots == nullptr) return 0;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
+      capture != cudaStreamCaptureStatusNone) {
+    return 0;
+  }
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return 0;
+  // Per device and kernel: how many blocks fit at once (0: not asked yet; -1:
+  // no cooperative launches here).
+  static std::atomic<int> resident_blocks[kMaxDevices];
+  int resident = resident_blocks[dev].load(std::memory_order_relaxed);
+  if (resident == 0) {
+    int cooperative = 0, sms = 0, per_sm = 0;
+    const bool ok =
+        cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, dev) == cudaSuccess &&
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGridThreads, 0) ==
+            cudaSuccess;
+    resident = ok && cooperative && sms * per_sm > 0 ? sms * per_sm : -1;
+    resident_blocks[dev].store(resident, std::memory_order_relaxed);
+  }
+  if (resident < 0) return 0;
+  int64_t blocks = (work + kGridThreads - 1) / kGridThreads;
+  if (blocks > resident) blocks = resident;
+  if (blocks > kGridSlots) blocks = kGridSlots;
+  return blocks >= 2 ? (int)blocks : 0;
+}
+
+template <typename T>
+struct Same {
+  using type = T;
+};
+
+// A cooperative launch of `kernel` with its own parameter types (the pack is
+// deduced from the kernel alone, so the arguments convert to it).
+template <typename... Params>
+cudaError_t launch_grid(void (*kernel)(Params...), int blocks, cudaStream_t stream,
+                        typename Same<Params>::type... args) {
+  void* params[] = {&args...};
+  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), blocks, kGridThreads,
+                                     params, 0, stream);
 }
 
 }  // namespace
 
 cudaError_t launch_preprocess(const PreprocessTensors& t, const PreprocessAttrs& a, int64_t bsz,
-                              bool* not_need_stop, ErrorRecord* record, cudaStream_t stream) {
-  preprocess_kernel<<<1, threads_for(bsz), 0, stream>>>(t, a, bsz, not_need_stop, record);
+                              bool* not_need_stop, Reporting out, GridScratch scratch,
+                              cudaStream_t stream) {
+  const int blocks = grid_blocks(preprocess_kernel<WholeGrid>, bsz, scratch, stream);
+  if (blocks > 0) {
+    return launch_grid(preprocess_kernel<WholeGrid>, blocks, stream, t, a, bsz, not_need_stop,
+                       out, WholeGrid{scratch});
+  }
+  preprocess_kernel<<<1, threads_for(bsz), 0, stream>>>(t, a, bsz, not_need_stop, out,
+                                                        OneBlock{});
   return cudaGetLastError();
 }
 
-cudaError_t launch_mask(const MaskTensors& t, int64_t bsz, ErrorRecord* record,
+cudaError_t launch_mask(const MaskTensors& t, int64_t bsz, Reporting out, GridScratch scratch,
                         cudaStream_t stream) {
-  const int64_t work = bsz > 2 * t.num_tokens ? bsz : 2 * t.num_tokens;
-  mask_kernel<<<1, threads_for(work), 0, stream>>>(t, bsz, record);
+  const int64_t zeroing = (2 * t.num_tokens + 3) / 4;  // 16-byte stores
+  const int64_t work = bsz > zeroing ? bsz : zeroing;
+  const int blocks = grid_blocks(mask_kernel<WholeGrid>, work, scratch, stream);
+  if (blocks > 0) {
+    return launch_grid(mask_kernel<WholeGrid>, blocks, stream, t, bsz, out, WholeGrid{scratch});
+  }
+  mask_kernel<<<1, threads_for(work), 0, stream>>>(t, bsz, out, OneBlock{});
   return cudaGetLastError();
 }
 

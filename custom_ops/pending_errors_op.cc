@@ -13,7 +13,7 @@ void RaisePendingErrors(paddle::Tensor& x) {
   if (!x.is_gpu()) return;
 #ifdef PADDLE_WITH_CUDA
   mtp::RecordBuffers& rec = mtp::record_buffers(x.place(), kOp);
-  const mtp::ErrorRecord r = mtp::read_record(rec, x.stream(), kOp);
+  const mtp::ErrorRecord r = mtp::take_pending(rec, x.stream(), kOp);
   if (r.code != mtp::kOk) {
     mtp::ErrorRecord deferred = r;
     deferred.origin |= mtp::kDeferred;

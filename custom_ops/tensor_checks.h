@@ -48,10 +48,10 @@ class ArgChecker {
   void vector(const paddle::Tensor& t, const char* name, paddle::DataType dtype,
               int64_t min_rows) {
     common(t, name, dtype);
-    const auto& s = t.shape();
+    const std::vector<int64_t> s = t.shape();  // a fresh vector per call: ask once
     MTP_CHECK(s.size() == 1 || (s.size() == 2 && s[1] == 1), op_, ": ", name,
              " must have shape [N] or [N, 1], got ", shape_str(s));
-    rows(t, name, min_rows);
+    rows(s, name, min_rows);
   }
 
   // A per-request matrix [rows, cols], rows >= min_rows, cols >= min_cols.
@@ -59,10 +59,10 @@ class ArgChecker {
   int64_t matrix(const paddle::Tensor& t, const char* name, paddle::DataType dtype,
                  int64_t min_rows, int64_t min_cols = 0) {
     common(t, name, dtype);
-    const auto& s = t.shape();
+    const std::vector<int64_t> s = t.shape();
     MTP_CHECK(s.size() == 2, op_, ": ", name, " must have shape [N, columns], got ",
              shape_str(s));
-    rows(t, name, min_rows);
+    rows(s, name, min_rows);
     MTP_CHECK(s[1] >= min_cols, op_, ": ", name, " must have at least ", min_cols,
              " columns, got shape ", shape_str(s));
     return s[1];
@@ -79,9 +79,9 @@ class ArgChecker {
   // A tensor read only for its length: any dtype, rank >= 1. Returns shape[0].
   int64_t length_only(const paddle::Tensor& t, const char* name) {
     same_device(t, name);
-    MTP_CHECK(t.shape().size() >= 1, op_, ": ", name, " must have rank >= 1, got shape ",
-             shape_str(t.shape()));
-    return t.shape()[0];
+    const std::vector<int64_t> s = t.shape();
+    MTP_CHECK(s.size() >= 1, op_, ": ", name, " must have rank >= 1, got shape ", shape_str(s));
+    return s[0];
   }
 
   // not_need_stop: bool, at least one element; on the shared device or on the
@@ -117,8 +117,8 @@ class ArgChecker {
              " is on ", place_name(t.place()), ", the others on ", place_name(place_));
   }
 
-  void rows(const paddle::Tensor& t, const char* name, int64_t min_rows) {
-    MTP_CHECK(t.shape()[0] >= min_rows, op_, ": ", name, " has ", t.shape()[0],
+  void rows(const std::vector<int64_t>& shape, const char* name, int64_t min_rows) {
+    MTP_CHECK(shape[0] >= min_rows, op_, ": ", name, " has ", shape[0],
              " rows, fewer than the batch size ", min_rows, " (seq_lens_this_time)");
   }
 

@@ -66,10 +66,14 @@ std::vector<paddle::Tensor> UpdateAttnMaskOffsets(
 #ifdef PADDLE_WITH_CUDA
     cudaStream_t stream = seq_lens_this_time.stream();
     mtp::RecordBuffers& rec = mtp::record_buffers(c.place(), kOp);
-    mtp::cuda_check(mtp::launch_mask(t, bsz, rec.device, stream), kOp, "kernel launch");
     // Asynchronous while a CUDA graph is captured (a sync is illegal then) or
     // when the runner asks for it; errors then wait on the device.
-    if (!mtp::asynchronous_mask_call(stream, kOp)) raise_if_failed(mtp::read_record(rec, stream, kOp));
+    const bool sync = !mtp::asynchronous_mask_call(stream, kOp);
+    mtp::cuda_check(
+        mtp::launch_mask(t, bsz, {rec.pending, sync ? mtp::arm_report(rec) : nullptr}, rec.grid,
+                         stream),
+        kOp, "kernel launch");
+    if (sync) raise_if_failed(mtp::read_report(rec, stream, kOp));
 #else
     mtp::raise(kOp, ": this build has no CUDA support; tensors are on ", mtp::place_name(c.place()));
 #endif

@@ -1,5 +1,6 @@
-"""GPU-only behaviour: batches past one block, mixed devices, the asynchronous
-not_need_stop path. Skipped where Paddle has no CUDA (the CPU/GPU differential
+"""GPU-only behaviour: batches past one block (the cooperative-grid path above
+1024 requests), mixed devices, the asynchronous not_need_stop path, CUDA graph
+capture. Skipped where Paddle has no CUDA (the CPU/GPU differential
 and bad-input tests run on the GPU through their `device` parameter)."""
 
 import numpy as np
@@ -14,7 +15,7 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not gpu_available(), reason="needs Paddle with CUDA and a GPU")]
 
 
-@pytest.mark.parametrize("bsz", [511, 512, 513, 1024, 8192])
+@pytest.mark.parametrize("bsz", [511, 512, 513, 1024, 1025, 2048, 8192])
 @pytest.mark.parametrize("k", [1, 4])
 def test_preprocess_every_request_of_big_batches(bsz, k):
     """FastDeploy's one-block-of-512 kernel skips requests past 511; ours must not."""
@@ -23,9 +24,10 @@ def test_preprocess_every_request_of_big_batches(bsz, k):
     assert_states_equal(run_preprocess_op(s, attrs, "gpu"), run_preprocess_ref(s, attrs))
 
 
-@pytest.mark.parametrize("bsz", [513, 8192])
-def test_mask_every_request_of_big_batches(bsz):
-    s = states.mask_state(np.random.default_rng(bsz), bsz, padding_tokens=5)
+@pytest.mark.parametrize("bsz, padding", [(513, 5), (1025, 5), (8192, 5), (64, 9000)])
+def test_mask_every_request_of_big_batches(bsz, padding):
+    """(64, 9000): few requests, but an output long enough for the grid path."""
+    s = states.mask_state(np.random.default_rng(bsz), bsz, padding_tokens=padding)
     want_out, want = run_mask_ref(s)
     got_out, got = run_mask_op(s, "gpu")
     np.testing.assert_array_equal(got_out, want_out)
@@ -42,6 +44,70 @@ def test_last_request_of_8192_is_checked():
     with pytest.raises(ops.BadInputError, match="request 8191: accept_num"):
         ops.draft_model_preprocess(**t, **preprocess_attrs(2))
     assert_unchanged(t, s)
+
+
+def _break_preprocess_request(s, i, accept_num):
+    s["base_model_stop_flags"][i] = s["batch_drop"][i] = False
+    s["seq_lens_encoder"][i] = 0
+    s["accept_num"][i] = accept_num
+
+
+def test_blocks_agree_on_the_first_failing_request():
+    """Failures in several blocks of the grid path: the earliest is reported, nothing written."""
+    s = states.preprocess_state(np.random.default_rng(11), 8192, num_model_step=2)
+    for i in (7000, 300, 4097):
+        _break_preprocess_request(s, i, 99)
+    t = to_tensors(s, "gpu")
+    with pytest.raises(ops.BadInputError, match="request 300: accept_num"):
+        ops.draft_model_preprocess(**t, **preprocess_attrs(2))
+    assert_unchanged(t, s)
+
+
+def test_mask_blocks_agree_on_the_first_failing_request():
+    s = states.mask_state(np.random.default_rng(12), 4096)
+    for i in (3000, 1500):
+        s["seq_lens_this_time"][i] = -1
+        s["is_block_step"][i] = False
+        s["seq_lens_encoder"][i] = 0
+        s["seq_lens_decoder"][i] = 3
+    t = to_tensors(s, "gpu")
+    with pytest.raises(ops.BadInputError, match="request 1500: seq_lens_this_time"):
+        ops.update_attn_mask_offsets(**t)
+    assert_unchanged(t, s)
+
+
+def test_asynchronous_error_of_a_big_batch_waits_for_the_next_call():
+    bad = states.preprocess_state(np.random.default_rng(13), 4096, num_model_step=3)
+    _break_preprocess_request(bad, 4000, -1)
+    t_bad = to_tensors(bad, "gpu", host_flag=False)
+    ops.draft_model_preprocess(**t_bad, **preprocess_attrs(3))
+    assert_unchanged(t_bad, bad)
+    good = states.preprocess_state(np.random.default_rng(14), 4096, num_model_step=3)
+    t_good = to_tensors(good, "gpu")
+    with pytest.raises(ops.BadInputError, match="earlier asynchronous call.*request 4000"):
+        ops.draft_model_preprocess(**t_good, **preprocess_attrs(3))
+    assert_unchanged(t_good, good)
+    ops.draft_model_preprocess(**t_good, **preprocess_attrs(3))
+    assert_states_equal(to_numpy(t_good), run_preprocess_ref(good, preprocess_attrs(3)))
+
+
+def test_captured_preprocess_replays_like_the_reference():
+    """A runner captures the step in a CUDA graph (not_need_stop on the GPU)."""
+    graphs = pytest.importorskip("paddle.device.cuda.graphs")
+    attrs = preprocess_attrs(3, v1=True)
+    warm = states.preprocess_state(np.random.default_rng(15), 8, num_model_step=3)
+    ops.draft_model_preprocess(**to_tensors(warm, "gpu", host_flag=False), **attrs)  # warm-up
+    s = states.preprocess_state(np.random.default_rng(16), 4096, num_model_step=3)
+    t = to_tensors(s, "gpu", host_flag=False)
+    g = graphs.CUDAGraph()
+    g.capture_begin()
+    ops.draft_model_preprocess(**t, **attrs)
+    g.capture_end()
+    assert_unchanged(t, s)  # captured, not run
+    g.replay()
+    ops.raise_pending_errors(t["seq_lens_decoder"])
+    assert_states_equal(to_numpy(t), run_preprocess_ref(s, attrs))
+    g.reset()
 
 
 def test_tensors_on_two_devices_are_refused():
