@@ -9,7 +9,8 @@
 # whole test suite (every differential and bad-input test runs on the GPU
 # too), compute-sanitizer memcheck, racecheck and synccheck over a fuzz run, and the
 # benchmarks. Exits non-zero if any step failed. SKIP_BENCH=1 skips those,
-# SKIP_NUMPY_BENCH=1 the one against the numpy reference.
+# SKIP_NUMPY_BENCH=1 the one against the numpy reference; BENCH_ROUNDS sets
+# bench-gpu's interleaved rounds (default 7).
 set -u
 OUT="${OUT:-$PWD/gpu-report}"
 mkdir -p "$OUT"
@@ -71,11 +72,11 @@ step "memcheck over fuzz" "ERROR SUMMARY|gpu_fuzz" \
   compute-sanitizer --tool memcheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 30
 step "racecheck over fuzz" "HAZARD|RACECHECK SUMMARY|gpu_fuzz" \
   compute-sanitizer --tool racecheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 4096
-step "synccheck over fuzz" "SYNCCHECK SUMMARY|gpu_fuzz" \
+step "synccheck over fuzz" "ERROR SUMMARY|gpu_fuzz" \
   compute-sanitizer --tool synccheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 8192
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
-  benches=("bench --device gpu" "bench-gpu")
-  [ "${SKIP_NUMPY_BENCH:-0}" = 1 ] && benches=("bench-gpu")
+  benches=("bench --device gpu" "bench-gpu --rounds ${BENCH_ROUNDS:-7}")
+  [ "${SKIP_NUMPY_BENCH:-0}" = 1 ] && benches=("bench-gpu --rounds ${BENCH_ROUNDS:-7}")
   for b in "${benches[@]}"; do
     step "python -m fastdeploy_mtp $b" "." python3 -m fastdeploy_mtp $b
     { echo; echo "python -m fastdeploy_mtp $b"; echo

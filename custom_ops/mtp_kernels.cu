@@ -83,11 +83,23 @@ struct WholeGrid {
   }
 };
 
+// Writes a report into the host's mapped memory: every field but `code`, a
+// system-wide fence, then `code`. The host polls `code` (gpu_record.h), so when
+// it sees a value there the rest is already there too.
+__device__ void publish(ErrorRecord* dst, const ErrorRecord& r) {
+  dst->any_running = r.any_running;
+  dst->request = r.request;
+  for (int k = 0; k < 4; ++k) dst->v[k] = r.v[k];
+  dst->origin = r.origin;
+  __threadfence_system();
+  *reinterpret_cast<volatile int64_t*>(&dst->code) = r.code;
+}
+
 // The leader only: a batch's result. A synchronous call reports every result
 // on the host; an asynchronous one keeps only a failure, on the device.
 __device__ void deliver(const Reporting& out, const ErrorRecord& r) {
   if (out.report != nullptr) {
-    *out.report = r;
+    publish(out.report, r);
   } else if (r.code != kOk) {
     *out.pending = r;
   }
@@ -118,8 +130,8 @@ __device__ bool batch_is_valid(const Scope& scope, int64_t bsz, OpId op, const R
       ErrorRecord r = *out.pending;
       r.origin |= kDeferred;
       if (out.report != nullptr) {
-        *out.report = r;
         out.pending->code = kOk;
+        publish(out.report, r);
       } else {
         out.pending->origin = r.origin;
       }

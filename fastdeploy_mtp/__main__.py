@@ -52,6 +52,7 @@ def main(argv=None) -> int:
                                          "baseline (paddlepaddle-gpu, source checkout)")
     g.add_argument("--bsz", type=int, nargs="+", default=[1, 64, 512, 1024, 8192])
     g.add_argument("--calls", type=int, default=300, help="calls timed per round")
+    g.add_argument("--rounds", type=int, default=7, help="interleaved rounds (the median is shown)")
     args = parser.parse_args(argv)
     commands = {"check": _check, "bench": _bench, "bench-gpu": _bench_gpu, "simulate": _simulate}
     return commands[args.command](args)

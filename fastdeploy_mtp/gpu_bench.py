@@ -1,6 +1,6 @@
 """GPU benchmark (not a test): the ops against the floor and a FastDeploy-shaped baseline.
 
-``python -m fastdeploy_mtp bench-gpu [--bsz ...] [--calls N]`` on a machine
+``python -m fastdeploy_mtp bench-gpu [--bsz ...] [--calls N] [--rounds R]`` on a machine
 with paddlepaddle-gpu, from a source checkout (the reference ops in
 ``custom_ops/bench/`` are compiled on first use).
 
@@ -33,7 +33,6 @@ import numpy as np
 from . import _build, ops, reference, states
 
 K = 3
-ROUNDS = 7
 
 
 @functools.lru_cache(maxsize=None)
@@ -79,12 +78,12 @@ def _per_call(fn, calls: int, sync=None, env=None) -> float:
         return (time.perf_counter() - t0) / calls
 
 
-def _interleaved(variants: dict, calls: int) -> dict:
+def _interleaved(variants: dict, calls: int, rounds: int) -> dict:
     """{name: (fn, sync[, env])} -> {name: median seconds per call}."""
     for v in variants.values():
         _per_call(v[0], 1, v[1], v[2] if len(v) > 2 else None)
     times = {n: [] for n in variants}
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         for n, v in variants.items():
             times[n].append(_per_call(v[0], calls, v[1], v[2] if len(v) > 2 else None))
     return {n: statistics.median(v) for n, v in times.items()}
@@ -122,7 +121,7 @@ def _baseline_correct(lib, s, attrs, place) -> bool:
     return all(np.array_equal(t[n].numpy(), want[n]) for n in s)
 
 
-def run(bsz_list, calls: int, print_fn=print) -> None:
+def run(bsz_list, calls: int, rounds: int = 7, print_fn=print) -> None:
     import paddle
 
     place = paddle.CUDAPlace(0)
@@ -136,7 +135,7 @@ def run(bsz_list, calls: int, print_fn=print) -> None:
     sync = functools.partial(lib.bench_floor, probe)  # kernel + 1-byte copy + sync
 
     print_fn(f"paddle {paddle.__version__}; {paddle.device.cuda.get_device_name(0)}; "
-             f"medians of {ROUNDS} interleaved rounds of {calls} calls; num_model_step = {K}")
+             f"medians of {rounds} interleaved rounds of {calls} calls; num_model_step = {K}")
     print_fn("")
     print_fn("draft_model_preprocess, per call (us)")
     print_fn("| bsz | ours sync | floor | ours/floor | floor, 1-tensor op | baseline | ours/baseline "
@@ -155,7 +154,7 @@ def run(bsz_list, calls: int, print_fn=print) -> None:
             "async": (lambda: ops.draft_model_preprocess(**asyn, **attrs), sync),
             "empty": (lambda: lib.bench_empty_preprocess(*base.values(), *attrs.values()), sync),
             "empty1": (lambda: lib.bench_empty(probe), sync),
-        }, calls)
+        }, calls, rounds)
         ok = _baseline_correct(lib, s, attrs, place)
         us = {k: v * 1e6 for k, v in r.items()}
         print_fn(f"| {bsz} | {us['ours']:.1f} | {us['floor']:.1f} | {us['ours'] / us['floor']:.2f} "
@@ -176,7 +175,7 @@ def run(bsz_list, calls: int, print_fn=print) -> None:
             "floor": (lambda: lib.bench_floor_mask(*t.values()), None),
             "async": (mask, sync, {"FASTDEPLOY_MTP_ASYNC_MASK": "1"}),
             "empty": (lambda: lib.bench_empty_mask(*t.values()), sync),
-        }, calls)
+        }, calls, rounds)
         us = {k: v * 1e6 for k, v in r.items()}
         print_fn(f"| {bsz} | {us['ours']:.1f} | {us['floor']:.1f} | {us['ours'] / us['floor']:.2f} "
                  f"| {us['async']:.1f} | {us['empty']:.1f} | {us['async'] / us['empty']:.2f} |")
@@ -184,5 +183,5 @@ def run(bsz_list, calls: int, print_fn=print) -> None:
 
 
 def main(args) -> int:
-    run(args.bsz, args.calls)
+    run(args.bsz, args.calls, args.rounds)
     return 0
