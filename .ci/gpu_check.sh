@@ -69,7 +69,7 @@ fi
 step "registration check" "matches|DIFFER" python3 -m fastdeploy_mtp check
 step "pytest (CPU and GPU)" "passed|failed" python3 -m pytest -q -p no:cacheprovider tests
 step "memcheck over fuzz" "ERROR SUMMARY|gpu_fuzz" \
-  compute-sanitizer --tool memcheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 30
+  compute-sanitizer --tool memcheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 60
 step "racecheck over fuzz" "HAZARD|RACECHECK SUMMARY|gpu_fuzz" \
   compute-sanitizer --tool racecheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 4096
 step "synccheck over fuzz" "ERROR SUMMARY|gpu_fuzz" \

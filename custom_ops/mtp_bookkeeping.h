@@ -105,6 +105,10 @@ struct PreprocessPlan {
   int32_t old_decoder;
 };
 
+// Normal mode forgets the base model's drafts past column 0 for every request
+// of the batch, running or not; the prefill node keeps them.
+MTP_HD bool clears_base_draft(const PreprocessAttrs& a) { return !a.splitwise_prefill; }
+
 MTP_HD void plan_first_token(PreprocessPlan& p, int32_t E, bool truncate) {
   p.prefill = true;
   p.first_token_col = truncate ? E - 1 : E;
@@ -130,7 +134,7 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessTensors& t, const Preproce
   p.is_block_step = t.is_block_step[i];
   p.batch_drop = t.batch_drop[i];
   p.write_pre_ids0 = false;
-  p.clear_base_draft = !a.splitwise_prefill;
+  p.clear_base_draft = clears_base_draft(a);
   p.this_time = t.seq_lens_this_time[i];
   p.encoder = E;
   p.decoder = S;
@@ -215,12 +219,14 @@ MTP_HD Failure check_preprocess(const PreprocessTensors& t, const PreprocessPlan
   return ok();
 }
 
-// Writes request i's plan. Returns whether it is running.
-MTP_HD bool apply_preprocess(const PreprocessTensors& t, const PreprocessPlan& p, int64_t i) {
-  if (p.clear_base_draft) {
-    int64_t* row = t.base_draft_tokens + i * t.base_draft_cols;
-    for (int64_t j = 1; j < t.base_draft_cols; ++j) row[j] = -1;
-  }
+// base_model_draft_tokens[i, 1:] = -1 (when clears_base_draft).
+MTP_HD void clear_base_draft_row(const PreprocessTensors& t, int64_t i) {
+  int64_t* row = t.base_draft_tokens + i * t.base_draft_cols;
+  for (int64_t j = 1; j < t.base_draft_cols; ++j) row[j] = -1;
+}
+
+// Writes request i's plan but for the base draft row. Returns whether it runs.
+MTP_HD bool apply_plan(const PreprocessTensors& t, const PreprocessPlan& p, int64_t i) {
   if (p.prefill) {
     const int64_t tok = t.accept_tokens[i * t.accept_cols];
     t.input_ids[i * t.input_cols + p.first_token_col] = tok;
@@ -241,6 +247,12 @@ MTP_HD bool apply_preprocess(const PreprocessTensors& t, const PreprocessPlan& p
   // The one rule that keeps the mask cursor aligned with the KV positions.
   t.mask_rollback[i] += p.old_decoder - (int32_t)p.decoder;
   return p.running;
+}
+
+// Writes request i's plan. Returns whether it is running.
+MTP_HD bool apply_preprocess(const PreprocessTensors& t, const PreprocessPlan& p, int64_t i) {
+  if (p.clear_base_draft) clear_base_draft_row(t, i);
+  return apply_plan(t, p, i);
 }
 
 // ---------------------------------------------------------------------------

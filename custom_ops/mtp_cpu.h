@@ -15,8 +15,13 @@ inline ErrorRecord preprocess_batch(const PreprocessTensors t, const PreprocessA
     const Failure f = check_preprocess(t, plan_preprocess(t, a, i), i);
     if (f.code != kOk) return record_failure(kPreprocessOp, i, f);
   }
+  // apply_preprocess, with the base draft rows cleared in a pass of their own:
+  // ~8% faster at bsz 4096, measured side by side (docs/performance.md).
+  if (clears_base_draft(a)) {
+    for (int64_t i = 0; i < bsz; ++i) clear_base_draft_row(t, i);
+  }
   bool any = false;
-  for (int64_t i = 0; i < bsz; ++i) any |= apply_preprocess(t, plan_preprocess(t, a, i), i);
+  for (int64_t i = 0; i < bsz; ++i) any |= apply_plan(t, plan_preprocess(t, a, i), i);
   return record_ok(any);
 }
 
