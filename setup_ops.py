@@ -26,3 +26,6 @@ extension = (CUDAExtension if cuda else CppExtension)(
 )
 print(f"building {_build.MODULE_NAME} for {'CPU and CUDA' if cuda else 'CPU'}", flush=True)
 setup(name=_build.MODULE_NAME, ext_modules=extension)
+if "install" in sys.argv:
+    # Tells fastdeploy_mtp.ops, in this checkout, that the install is current.
+    _build.write_install_stamp(cuda)

@@ -10,7 +10,7 @@ import hashlib
 import os
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 MODULE_NAME = "fastdeploy_mtp_ops"
 SOURCE_DIR = Path(__file__).resolve().parent.parent / "custom_ops"
@@ -96,5 +96,19 @@ def cache_root() -> Path:
     return Path(os.environ.get("FASTDEPLOY_MTP_CACHE", default))
 
 
-def newest_source_mtime() -> float:
-    return max(p.stat().st_mtime for p in SOURCE_DIR.glob("*") if p.suffix in (".h", ".cc", ".cu"))
+def install_stamp_path() -> Path:
+    """Where ``setup_ops.py install`` records what it built (ignored by git)."""
+    return SOURCE_DIR / "build" / "installed-source-hash"
+
+
+def write_install_stamp(cuda: bool) -> None:
+    path = install_stamp_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source_hash(cuda) + "\n")
+
+
+def read_install_stamp() -> Optional[str]:
+    try:
+        return install_stamp_path().read_text().strip()
+    except OSError:
+        return None

@@ -52,10 +52,13 @@ def _installed_is_current() -> bool:
         return False
     if not _build.in_source_checkout() or spec.origin is None:
         return True
-    # In a checkout, an install older than the sources would run stale code.
-    if os.path.getmtime(spec.origin) >= _build.newest_source_mtime():
+    # In a checkout, use the install only if this checkout's `setup_ops.py
+    # install` built it from these very sources, flags and Paddle (the stamp is
+    # the same hash that names the build cache); anything else may be stale.
+    if _build.read_install_stamp() == _build.source_hash(_build.with_cuda()):
         return True
-    _say(f"the installed {_build.MODULE_NAME} is older than custom_ops/; using a fresh build")
+    _say(f"the installed {_build.MODULE_NAME} was not built from this checkout's current "
+         "sources and flags; using a fresh build")
     return False
 
 

@@ -1,0 +1,50 @@
+"""Which op library fastdeploy_mtp.ops loads: the installed one only when it is current."""
+
+import importlib.util
+import types
+
+import pytest
+
+from fastdeploy_mtp import _build, ops
+
+
+@pytest.fixture
+def installed(monkeypatch, tmp_path):
+    """An installed fastdeploy_mtp_ops as importlib sees it, and a private stamp file."""
+    monkeypatch.setattr(_build, "install_stamp_path", lambda: tmp_path / "build" / "stamp")
+    real_find_spec = importlib.util.find_spec
+
+    def find_spec(name, *args):
+        if name == _build.MODULE_NAME:
+            return types.SimpleNamespace(origin=str(tmp_path / "fastdeploy_mtp_ops.so"))
+        return real_find_spec(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    return tmp_path
+
+
+def test_an_install_stamped_with_the_current_sources_is_used(installed):
+    _build.write_install_stamp(_build.with_cuda())
+    assert ops._installed_is_current()
+
+
+def test_an_install_without_a_stamp_is_not_used_in_a_checkout(installed, capsys):
+    assert not ops._installed_is_current()
+    assert "using a fresh build" in capsys.readouterr().err
+
+
+def test_an_install_from_other_sources_or_flags_is_not_used(installed, monkeypatch):
+    _build.write_install_stamp(_build.with_cuda())
+    flags = _build.compile_flags
+    monkeypatch.setattr(_build, "compile_flags", lambda cuda: {**flags(cuda), "cxx": ["-O0"]})
+    assert not ops._installed_is_current()
+
+
+def test_outside_a_checkout_the_install_is_always_used(installed, monkeypatch):
+    monkeypatch.setattr(_build, "in_source_checkout", lambda: False)
+    assert ops._installed_is_current()
+
+
+def test_no_install_means_a_build(monkeypatch):
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    assert not ops._installed_is_current()
