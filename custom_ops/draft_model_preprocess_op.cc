@@ -93,15 +93,16 @@ void DraftModelPreprocess(paddle::Tensor& draft_tokens, paddle::Tensor& input_id
 #ifdef PADDLE_WITH_CUDA
     cudaStream_t stream = draft_tokens.stream();
     mtp::RecordBuffers& rec = mtp::record_buffers(c.place(), kOp);
+    const mtp::GridScratch grid = mtp::grid_scratch(rec, stream, kOp);
     if (!not_need_stop.is_cpu()) {
       // Asynchronous: no copy, no wait; a failure waits on the device.
       mtp::cuda_check(mtp::launch_preprocess(t, attrs, bsz, not_need_stop.data<bool>(),
-                                             {rec.pending, nullptr}, rec.grid, stream),
+                                             {rec.pending, nullptr}, grid, stream),
                       kOp, "kernel launch");
       return;
     }
     mtp::cuda_check(mtp::launch_preprocess(t, attrs, bsz, nullptr,
-                                           {rec.pending, mtp::arm_report(rec)}, rec.grid,
+                                           {rec.pending, mtp::arm_report(rec)}, grid,
                                            stream),
                     kOp, "kernel launch");
     r = mtp::read_report(rec, stream, kOp);

@@ -23,16 +23,24 @@ inline void cuda_check(cudaError_t e, const char* op, const char* what) {
 //  - `pending`, device memory: the error of an asynchronous call that nobody
 //    has read yet (code kOk when there is none);
 //  - `report`, pinned host memory mapped into the device: a synchronous call's
-//    kernel writes its result there directly, so the host needs no copy, only
-//    the stream synchronisation it does anyway.
-// A synchronous call has synchronised its stream before its thread can issue
-// the next call, so calls never share a report concurrently.
-// `grid` is the multi-block kernels' scratch (mtp_kernels.h).
+//    kernel writes its result there directly, so the host needs no copy.
+// A synchronous call has read its report before its thread can issue the next
+// call, so calls never share a report concurrently.
+// `grids` holds the multi-block kernels' scratch (mtp_kernels.h), one per
+// stream: kernels on one stream run one after another and may share one, but
+// kernels on two streams may run at once.
+struct StreamScratch {
+  cudaStream_t stream;
+  GridScratch scratch;
+};
 struct RecordBuffers {
+  static constexpr int kMaxStreams = 16;
+  int device = 0;
   ErrorRecord* pending = nullptr;
   ErrorRecord* report = nullptr;         // host address
   ErrorRecord* report_device = nullptr;  // the same memory, as the kernel sees it
-  GridScratch grid{nullptr, nullptr};
+  StreamScratch grids[kMaxStreams];
+  int streams = 0;
 };
 
 inline RecordBuffers& record_buffers(const paddle::Place& place, const char* op) {
@@ -42,6 +50,7 @@ inline RecordBuffers& record_buffers(const paddle::Place& place, const char* op)
   MTP_CHECK(dev >= 0 && dev < kMaxDevices, op, ": unsupported device id ", dev);
   RecordBuffers& b = buffers[dev];
   if (b.pending == nullptr) {
+    b.device = dev;
     int current = 0;
     cuda_check(cudaGetDevice(&current), op, "cudaGetDevice");
     cuda_check(cudaSetDevice(dev), op, "cudaSetDevice");
@@ -51,12 +60,33 @@ inline RecordBuffers& record_buffers(const paddle::Place& place, const char* op)
                "cudaHostAlloc");
     cuda_check(cudaHostGetDevicePointer(&b.report_device, b.report, 0), op,
                "cudaHostGetDevicePointer");
-    cuda_check(cudaMalloc(&b.grid.min_slots, kGridSlots * sizeof(long long)), op, "cudaMalloc");
-    cuda_check(cudaMalloc(&b.grid.or_slots, kGridSlots * sizeof(int)), op, "cudaMalloc");
     cuda_check(cudaDeviceSynchronize(), op, "cudaDeviceSynchronize");  // the memset is done
     cuda_check(cudaSetDevice(current), op, "cudaSetDevice");
   }
   return b;
+}
+
+// The grid scratch of `stream`, made on its first use. None (so the kernels
+// run as one block, which is always correct) while the stream is being
+// captured, where allocating is not allowed, or past kMaxStreams streams.
+inline GridScratch grid_scratch(RecordBuffers& b, cudaStream_t stream, const char* op) {
+  for (int k = 0; k < b.streams; ++k) {
+    if (b.grids[k].stream == stream) return b.grids[k].scratch;
+  }
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  cuda_check(cudaStreamIsCapturing(stream, &capture), op, "cudaStreamIsCapturing");
+  if (capture != cudaStreamCaptureStatusNone || b.streams == RecordBuffers::kMaxStreams) {
+    return GridScratch{nullptr, nullptr};
+  }
+  GridScratch g{nullptr, nullptr};
+  int current = 0;
+  cuda_check(cudaGetDevice(&current), op, "cudaGetDevice");
+  cuda_check(cudaSetDevice(b.device), op, "cudaSetDevice");
+  cuda_check(cudaMalloc(&g.min_slots, kGridSlots * sizeof(long long)), op, "cudaMalloc");
+  cuda_check(cudaMalloc(&g.or_slots, kGridSlots * sizeof(int)), op, "cudaMalloc");
+  cuda_check(cudaSetDevice(current), op, "cudaSetDevice");
+  b.grids[b.streams++] = StreamScratch{stream, g};
+  return g;
 }
 
 // Before a synchronous launch: mark the report unwritten, so that a kernel

@@ -66,11 +66,12 @@ std::vector<paddle::Tensor> UpdateAttnMaskOffsets(
 #ifdef PADDLE_WITH_CUDA
     cudaStream_t stream = seq_lens_this_time.stream();
     mtp::RecordBuffers& rec = mtp::record_buffers(c.place(), kOp);
+    const mtp::GridScratch grid = mtp::grid_scratch(rec, stream, kOp);
     // Asynchronous while a CUDA graph is captured (a sync is illegal then) or
     // when the runner asks for it; errors then wait on the device.
     const bool sync = !mtp::asynchronous_mask_call(stream, kOp);
     mtp::cuda_check(
-        mtp::launch_mask(t, bsz, {rec.pending, sync ? mtp::arm_report(rec) : nullptr}, rec.grid,
+        mtp::launch_mask(t, bsz, {rec.pending, sync ? mtp::arm_report(rec) : nullptr}, grid,
                          stream),
         kOp, "kernel launch");
     if (sync) raise_if_failed(mtp::read_report(rec, stream, kOp));

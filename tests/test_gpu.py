@@ -110,6 +110,31 @@ def test_captured_preprocess_replays_like_the_reference():
     g.reset()
 
 
+def test_big_batches_on_two_streams():
+    """The grid path keeps its scratch per stream: kernels on two streams may overlap."""
+    import paddle
+
+    attrs = preprocess_attrs(3, v1=True)
+    side = paddle.device.cuda.Stream()
+    batches = [states.preprocess_state(np.random.default_rng(17 + n), 4096, num_model_step=3)
+               for n in range(2)]
+    for s in batches:  # stays valid through three rollbacks of 2
+        s["seq_lens_decoder"] += 1000
+        s["base_model_seq_lens_decoder"] += 1000
+    tensors = [to_tensors(s, "gpu", host_flag=False) for s in batches]
+    for _ in range(3):  # both streams busy at once, several times
+        with paddle.device.cuda.stream_guard(side):
+            ops.draft_model_preprocess(**tensors[0], **attrs)
+        ops.draft_model_preprocess(**tensors[1], **attrs)
+        side.synchronize()
+        ops.raise_pending_errors(tensors[1]["seq_lens_decoder"])
+    for s, t in zip(batches, tensors):
+        want = states.copy_state(s)
+        for _ in range(3):
+            want = run_preprocess_ref(want, attrs)
+        assert_states_equal(to_numpy(t), want)
+
+
 def test_tensors_on_two_devices_are_refused():
     s = states.preprocess_state(np.random.default_rng(4), 8, num_model_step=2)
     t = to_tensors(s, "gpu")
