@@ -92,7 +92,7 @@ void DraftModelPreprocess(paddle::Tensor& draft_tokens, paddle::Tensor& input_id
   } else {
 #ifdef PADDLE_WITH_CUDA
     cudaStream_t stream = draft_tokens.stream();
-    mtp::RecordBuffers& rec = mtp::record_buffers(c.place(), kOp);
+    mtp::RecordBuffers& rec = mtp::record_buffers(c.place(), stream, kOp);
     const mtp::GridScratch grid = mtp::grid_scratch(rec, stream, kOp);
     if (!not_need_stop.is_cpu()) {
       // Asynchronous: no copy, no wait; a failure waits on the device.

@@ -43,13 +43,23 @@ struct RecordBuffers {
   int streams = 0;
 };
 
-inline RecordBuffers& record_buffers(const paddle::Place& place, const char* op) {
+// The buffers of this thread on `place`'s device, made by its first call there.
+// That first call allocates, which a CUDA graph capture forbids: it is refused
+// (changing nothing, the capture still valid) with a hint to warm up first.
+inline RecordBuffers& record_buffers(const paddle::Place& place, cudaStream_t stream,
+                                     const char* op) {
   constexpr int kMaxDevices = 64;
   thread_local RecordBuffers buffers[kMaxDevices];
   const int dev = place.GetDeviceId();
   MTP_CHECK(dev >= 0 && dev < kMaxDevices, op, ": unsupported device id ", dev);
   RecordBuffers& b = buffers[dev];
   if (b.pending == nullptr) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    cuda_check(cudaStreamIsCapturing(stream, &capture), op, "cudaStreamIsCapturing");
+    MTP_CHECK(capture == cudaStreamCaptureStatusNone, op,
+              ": the first call on a thread sets up its error record, which cannot happen "
+              "while a CUDA graph is being captured: call ", op,
+              " once before capturing (a warm-up step); nothing was changed");
     b.device = dev;
     int current = 0;
     cuda_check(cudaGetDevice(&current), op, "cudaGetDevice");

@@ -12,7 +12,7 @@ constexpr const char* kOp = "raise_pending_errors";
 void RaisePendingErrors(paddle::Tensor& x) {
   if (!x.is_gpu()) return;
 #ifdef PADDLE_WITH_CUDA
-  mtp::RecordBuffers& rec = mtp::record_buffers(x.place(), kOp);
+  mtp::RecordBuffers& rec = mtp::record_buffers(x.place(), x.stream(), kOp);
   const mtp::ErrorRecord r = mtp::take_pending(rec, x.stream(), kOp);
   if (r.code != mtp::kOk) {
     mtp::ErrorRecord deferred = r;

@@ -65,7 +65,7 @@ std::vector<paddle::Tensor> UpdateAttnMaskOffsets(
   } else {
 #ifdef PADDLE_WITH_CUDA
     cudaStream_t stream = seq_lens_this_time.stream();
-    mtp::RecordBuffers& rec = mtp::record_buffers(c.place(), kOp);
+    mtp::RecordBuffers& rec = mtp::record_buffers(c.place(), stream, kOp);
     const mtp::GridScratch grid = mtp::grid_scratch(rec, stream, kOp);
     // Asynchronous while a CUDA graph is captured (a sync is illegal then) or
     // when the runner asks for it; errors then wait on the device.

@@ -205,3 +205,32 @@ def test_asynchronous_mask_update(monkeypatch):
     with pytest.raises(ops.BadInputError, match="request 0: seq_lens_this_time"):
         ops.raise_pending_errors(t["mask_rollback"])
     assert_unchanged(t, bad)
+
+
+def test_a_first_call_inside_a_capture_asks_for_a_warm_up():
+    """A thread's first call sets up its error record, which a capture forbids:
+    refused with a hint, nothing changed, and the capture can still be ended."""
+    import threading
+
+    graphs = pytest.importorskip("paddle.device.cuda.graphs")
+    s = states.preprocess_state(np.random.default_rng(18), 8, num_model_step=2)
+    t = to_tensors(s, "gpu", host_flag=False)
+    seen = {}
+
+    def fresh_thread():  # its thread_local error record does not exist yet
+        g = graphs.CUDAGraph()
+        g.capture_begin()
+        try:
+            ops.draft_model_preprocess(**t, **preprocess_attrs(2))
+        except ops.BadInputError as e:
+            seen["error"] = str(e)
+        finally:
+            g.capture_end()
+            g.reset()
+
+    worker = threading.Thread(target=fresh_thread)
+    worker.start()
+    worker.join(120)
+    assert not worker.is_alive()
+    assert "once before capturing" in seen.get("error", "")
+    assert_unchanged(t, s)
