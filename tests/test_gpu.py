@@ -15,6 +15,21 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not gpu_available(), reason="needs Paddle with CUDA and a GPU")]
 
 
+def _break_preprocess_request(s, i, accept_num):
+    """Request i decodes with an out-of-range accept_num."""
+    s["base_model_stop_flags"][i] = s["batch_drop"][i] = False
+    s["seq_lens_encoder"][i] = 0
+    s["accept_num"][i] = accept_num
+
+
+def _break_mask_request(s, i):
+    """Request i decodes with seq_lens_this_time = -1."""
+    s["seq_lens_this_time"][i] = -1
+    s["is_block_step"][i] = False
+    s["seq_lens_encoder"][i] = 0
+    s["seq_lens_decoder"][i] = 3
+
+
 @pytest.mark.parametrize("bsz", [511, 512, 513, 1024, 1025, 2048, 8192])
 @pytest.mark.parametrize("k", [1, 4])
 def test_preprocess_every_request_of_big_batches(bsz, k):
@@ -36,20 +51,11 @@ def test_mask_every_request_of_big_batches(bsz, padding):
 
 def test_last_request_of_8192_is_checked():
     s = states.preprocess_state(np.random.default_rng(3), 8192, num_model_step=2)
-    i = 8191
-    s["base_model_stop_flags"][i] = s["batch_drop"][i] = False
-    s["seq_lens_encoder"][i] = 0
-    s["accept_num"][i] = -1
+    _break_preprocess_request(s, 8191, -1)
     t = to_tensors(s, "gpu")
     with pytest.raises(ops.BadInputError, match="request 8191: accept_num"):
         ops.draft_model_preprocess(**t, **preprocess_attrs(2))
     assert_unchanged(t, s)
-
-
-def _break_preprocess_request(s, i, accept_num):
-    s["base_model_stop_flags"][i] = s["batch_drop"][i] = False
-    s["seq_lens_encoder"][i] = 0
-    s["accept_num"][i] = accept_num
 
 
 def test_blocks_agree_on_the_first_failing_request():
@@ -66,10 +72,7 @@ def test_blocks_agree_on_the_first_failing_request():
 def test_mask_blocks_agree_on_the_first_failing_request():
     s = states.mask_state(np.random.default_rng(12), 4096)
     for i in (3000, 1500):
-        s["seq_lens_this_time"][i] = -1
-        s["is_block_step"][i] = False
-        s["seq_lens_encoder"][i] = 0
-        s["seq_lens_decoder"][i] = 3
+        _break_mask_request(s, i)
     t = to_tensors(s, "gpu")
     with pytest.raises(ops.BadInputError, match="request 1500: seq_lens_this_time"):
         ops.update_attn_mask_offsets(**t)
@@ -155,9 +158,7 @@ def test_not_need_stop_on_the_gpu_is_written_there():
 
 def test_asynchronous_error_waits_for_the_next_synchronous_call():
     bad = states.preprocess_state(np.random.default_rng(6), 16, num_model_step=2)
-    bad["base_model_stop_flags"][3] = bad["batch_drop"][3] = False
-    bad["seq_lens_encoder"][3] = 0
-    bad["accept_num"][3] = 99
+    _break_preprocess_request(bad, 3, 99)
     t_bad = to_tensors(bad, "gpu", host_flag=False)
     ops.draft_model_preprocess(**t_bad, **preprocess_attrs(2))  # returns; error stays on device
     assert_unchanged(t_bad, bad)
@@ -174,9 +175,7 @@ def test_asynchronous_error_waits_for_the_next_synchronous_call():
 
 def test_raise_pending_errors_reports_an_asynchronous_failure_once():
     bad = states.preprocess_state(np.random.default_rng(8), 16, num_model_step=2)
-    bad["base_model_stop_flags"][2] = bad["batch_drop"][2] = False
-    bad["seq_lens_encoder"][2] = 0
-    bad["accept_num"][2] = -3
+    _break_preprocess_request(bad, 2, -3)
     t = to_tensors(bad, "gpu", host_flag=False)
     ops.draft_model_preprocess(**t, **preprocess_attrs(2))
     with pytest.raises(ops.BadInputError, match="request 2: accept_num"):
@@ -196,10 +195,7 @@ def test_asynchronous_mask_update(monkeypatch):
     assert_states_equal(to_numpy(t), want)
 
     bad = states.mask_state(np.random.default_rng(10), 64)
-    bad["seq_lens_this_time"][0] = -1
-    bad["is_block_step"][0] = False
-    bad["seq_lens_encoder"][0] = 0
-    bad["seq_lens_decoder"][0] = 3
+    _break_mask_request(bad, 0)
     t = to_tensors(bad, "gpu")
     ops.update_attn_mask_offsets(**t)  # returns; the error waits on the device
     with pytest.raises(ops.BadInputError, match="request 0: seq_lens_this_time"):
