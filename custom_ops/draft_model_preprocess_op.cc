@@ -14,10 +14,6 @@ namespace {
 
 constexpr const char* kOp = "draft_model_preprocess";
 
-void raise_if_failed(const mtp::ErrorRecord& r) {
-  if (r.code != mtp::kOk) mtp::raise(mtp::describe_failure(kOp, r));
-}
-
 }  // namespace
 
 void DraftModelPreprocess(paddle::Tensor& draft_tokens, paddle::Tensor& input_ids,
@@ -111,7 +107,7 @@ void DraftModelPreprocess(paddle::Tensor& draft_tokens, paddle::Tensor& input_id
                mtp::place_name(c.place()));
 #endif
   }
-  raise_if_failed(r);
+  mtp::raise_if_failed(kOp, r);
   *not_need_stop.data<bool>() = r.any_running != 0;
 }
 

@@ -335,7 +335,8 @@ MTP_HD void apply_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
 }
 
 // What a whole-batch run reports back: from the CPU loop (mtp_cpu.h) directly,
-// from the GPU as one small device-to-host copy.
+// from the GPU written by the kernel into host-mapped memory (gpu_record.h), or
+// left on the device by an asynchronous call.
 enum OpId : int64_t { kPreprocessOp = 1, kMaskOp = 2 };
 // Set in `origin` when a kernel found an unreported error from an earlier
 // asynchronous call and therefore changed nothing.

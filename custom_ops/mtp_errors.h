@@ -77,4 +77,9 @@ inline std::string describe_failure(const char* op, const ErrorRecord& r) {
   return s;
 }
 
+// A call of `op` raises what its batch run reported, if that was a failure.
+inline void raise_if_failed(const char* op, const ErrorRecord& r) {
+  if (r.code != kOk) raise(describe_failure(op, r));
+}
+
 }  // namespace mtp

@@ -1,6 +1,7 @@
 // Paddle binding of update_attn_mask_offsets: boundary checks, raw views, and
 // dispatch to the CPU loop or the CUDA kernel (rules in mtp_bookkeeping.h).
 #include "gpu_record.h"
+#include "mask_output.h"
 #include "mtp_cpu.h"
 #include "mtp_errors.h"
 #include "tensor_checks.h"
@@ -11,10 +12,6 @@
 namespace {
 
 constexpr const char* kOp = "update_attn_mask_offsets";
-
-void raise_if_failed(const mtp::ErrorRecord& r) {
-  if (r.code != mtp::kOk) mtp::raise(mtp::describe_failure(kOp, r));
-}
 
 }  // namespace
 
@@ -40,12 +37,7 @@ std::vector<paddle::Tensor> UpdateAttnMaskOffsets(
   const int64_t ds_cols = c.matrix(decode_states, "decode_states", DataType::INT32, bsz, 1);
   c.vector(mask_rollback, "mask_rollback", DataType::INT32, bsz);
 
-  // Paddle 2.6 rejects a zero-size output as "not initialized" (no memory
-  // behind it): with no tokens, allocate one element and shrink the shape to 0.
-  paddle::Tensor out = paddle::empty({T > 0 ? 2 * T : 1}, DataType::INT32, c.place());
-  // (Tensor::reshape only resets the shape; phi's DenseTensor header cannot be
-  // included in CUDA builds against Paddle 2.6's cuDNN wrappers.)
-  if (T == 0) out.reshape({0});
+  paddle::Tensor out = mtp::fresh_mask_output(T, c.place());
   const mtp::MaskTensors t{
       T,
       seq_lens_this_time.data<int32_t>(),
@@ -61,7 +53,7 @@ std::vector<paddle::Tensor> UpdateAttnMaskOffsets(
   };
 
   if (c.place().GetType() == phi::AllocationType::CPU) {
-    raise_if_failed(mtp::mask_batch(t, bsz));
+    mtp::raise_if_failed(kOp, mtp::mask_batch(t, bsz));
   } else {
 #ifdef PADDLE_WITH_CUDA
     cudaStream_t stream = seq_lens_this_time.stream();
@@ -74,7 +66,7 @@ std::vector<paddle::Tensor> UpdateAttnMaskOffsets(
         mtp::launch_mask(t, bsz, {rec.pending, sync ? mtp::arm_report(rec) : nullptr}, grid,
                          stream),
         kOp, "kernel launch");
-    if (sync) raise_if_failed(mtp::read_report(rec, stream, kOp));
+    if (sync) mtp::raise_if_failed(kOp, mtp::read_report(rec, stream, kOp));
 #else
     mtp::raise(kOp, ": this build has no CUDA support; tensors are on ", mtp::place_name(c.place()));
 #endif
