@@ -1,6 +1,7 @@
 // Benchmark-only ops (GPU builds): the floor, the empty launch, and a
 // FastDeploy-shaped baseline of draft_model_preprocess.
 #include "../gpu_record.h"
+#include "../mask_output.h"
 #include "../op_error.h"
 #include "bench_kernels.h"
 
@@ -85,10 +86,7 @@ PD_BUILD_OP(bench_empty).Inputs({"x"}).Outputs({"x_out"}).SetInplaceMap({{"x", "
 void BenchFloorPreprocess(PREPROCESS_PARAMS) { BenchFloor(draft_tokens); }
 void BenchEmptyPreprocess(PREPROCESS_PARAMS) { BenchEmpty(draft_tokens); }
 static paddle::Tensor fresh_output(const paddle::Tensor& ids) {
-  const int64_t T = ids.shape()[0];
-  paddle::Tensor out = paddle::empty({T > 0 ? 2 * T : 1}, paddle::DataType::INT32, ids.place());
-  if (T == 0) out.reshape({0});
-  return out;
+  return mtp::fresh_mask_output(ids.shape()[0], ids.place());
 }
 std::vector<paddle::Tensor> BenchFloorMask(MASK_PARAMS) {
   paddle::Tensor out = fresh_output(ids);

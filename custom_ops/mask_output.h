@@ -1,0 +1,20 @@
+// update_attn_mask_offsets' fresh output, in one place: the op allocates it,
+// and so must the benchmark floors that claim the op's signature.
+#pragma once
+
+#include "paddle/extension.h"
+
+namespace mtp {
+
+// int32 [2 * T] on `place`, contents unset. Paddle 2.6 rejects a zero-size
+// output as "not initialized" (no memory behind it): with no tokens, allocate
+// one element and shrink the shape to 0. (Tensor::reshape only resets the
+// shape; phi's DenseTensor header cannot be included in CUDA builds against
+// Paddle 2.6's cuDNN wrappers.)
+inline paddle::Tensor fresh_mask_output(int64_t T, const paddle::Place& place) {
+  paddle::Tensor out = paddle::empty({T > 0 ? 2 * T : 1}, paddle::DataType::INT32, place);
+  if (T == 0) out.reshape({0});
+  return out;
+}
+
+}  // namespace mtp
