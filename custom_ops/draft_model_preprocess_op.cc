@@ -35,29 +35,33 @@ void DraftModelPreprocess(paddle::Tensor& draft_tokens, paddle::Tensor& input_id
   using paddle::DataType;
   MTP_CHECK(num_model_step >= 1, kOp, ": num_model_step must be >= 1, got ", num_model_step);
   mtp::ArgChecker c(kOp);
+  constexpr mtp::Access W = mtp::Access::kWritten, R = mtp::Access::kRead,
+                        U = mtp::Access::kUnread;
   const int64_t bsz = c.length_only(seq_lens_this_time, "seq_lens_this_time");
-  c.vector(seq_lens_this_time, "seq_lens_this_time", DataType::INT32, bsz);
-  const int64_t D = c.matrix(draft_tokens, "draft_tokens", DataType::INT64, bsz);
-  const int64_t L = c.matrix(input_ids, "input_ids", DataType::INT64, bsz);
-  c.vector(stop_flags, "stop_flags", DataType::BOOL, bsz);
-  c.vector(seq_lens_encoder, "seq_lens_encoder", DataType::INT32, bsz);
-  c.vector(seq_lens_decoder, "seq_lens_decoder", DataType::INT32, bsz);
-  c.vector(step_idx, "step_idx", DataType::INT64, bsz);
-  c.vector(is_block_step, "is_block_step", DataType::BOOL, bsz);
-  c.vector(batch_drop, "batch_drop", DataType::BOOL, bsz);
-  const int64_t P = c.matrix(pre_ids, "pre_ids", DataType::INT64, bsz);
-  c.vector(mask_rollback, "mask_rollback", DataType::INT32, bsz);
-  const int64_t A = c.matrix(accept_tokens, "accept_tokens", DataType::INT64, bsz);
-  c.vector(accept_num, "accept_num", DataType::INT32, bsz);
-  c.vector(base_model_seq_lens_this_time, "base_model_seq_lens_this_time", DataType::INT32, bsz);
-  c.vector(base_model_seq_lens_encoder, "base_model_seq_lens_encoder", DataType::INT32, bsz);
-  c.vector(base_model_seq_lens_decoder, "base_model_seq_lens_decoder", DataType::INT32, bsz);
-  c.vector(base_model_step_idx, "base_model_step_idx", DataType::INT64, bsz);
-  c.vector(base_model_stop_flags, "base_model_stop_flags", DataType::BOOL, bsz);
-  c.vector(base_model_is_block_step, "base_model_is_block_step", DataType::BOOL, bsz);
+  c.vector(seq_lens_this_time, "seq_lens_this_time", DataType::INT32, bsz, W);
+  const int64_t D = c.matrix(draft_tokens, "draft_tokens", DataType::INT64, bsz, W);
+  const int64_t L = c.matrix(input_ids, "input_ids", DataType::INT64, bsz, W);
+  c.vector(stop_flags, "stop_flags", DataType::BOOL, bsz, W);
+  c.vector(seq_lens_encoder, "seq_lens_encoder", DataType::INT32, bsz, W);
+  c.vector(seq_lens_decoder, "seq_lens_decoder", DataType::INT32, bsz, W);
+  c.vector(step_idx, "step_idx", DataType::INT64, bsz, W);
+  c.vector(is_block_step, "is_block_step", DataType::BOOL, bsz, W);
+  c.vector(batch_drop, "batch_drop", DataType::BOOL, bsz, W);
+  const int64_t P = c.matrix(pre_ids, "pre_ids", DataType::INT64, bsz, W);
+  c.vector(mask_rollback, "mask_rollback", DataType::INT32, bsz, W);
+  const int64_t A = c.matrix(accept_tokens, "accept_tokens", DataType::INT64, bsz, R);
+  c.vector(accept_num, "accept_num", DataType::INT32, bsz, R);
+  c.vector(base_model_seq_lens_this_time, "base_model_seq_lens_this_time", DataType::INT32, bsz,
+           U);
+  c.vector(base_model_seq_lens_encoder, "base_model_seq_lens_encoder", DataType::INT32, bsz, U);
+  c.vector(base_model_seq_lens_decoder, "base_model_seq_lens_decoder", DataType::INT32, bsz, R);
+  c.vector(base_model_step_idx, "base_model_step_idx", DataType::INT64, bsz, R);
+  c.vector(base_model_stop_flags, "base_model_stop_flags", DataType::BOOL, bsz, R);
+  c.vector(base_model_is_block_step, "base_model_is_block_step", DataType::BOOL, bsz, R);
   const int64_t Db =
-      c.matrix(base_model_draft_tokens, "base_model_draft_tokens", DataType::INT64, bsz);
+      c.matrix(base_model_draft_tokens, "base_model_draft_tokens", DataType::INT64, bsz, W);
   c.host_or_device_flag(not_need_stop, "not_need_stop");
+  c.no_overlap();
 
   const mtp::PreprocessTensors t{
       draft_tokens.data<int64_t>(),        D,

@@ -1,4 +1,4 @@
-// The per-request rules of ../shared/spec/mtp-bookkeeping.md, written once.
+// The per-request rules of docs/contract.md, written once.
 //
 // Plain C++ with no Paddle in it: the CPU loop (mtp_cpu.h) and the CUDA
 // kernels (mtp_kernels.cu) both call these functions, so the CPU tests
@@ -10,6 +10,12 @@
 //   apply - write the plan.
 // The callers run plan+check over the whole batch first and apply only if no
 // request failed, which is what makes the ops all-or-nothing.
+//
+// Overflow: any input value may be hostile (INT64_MIN, INT32_MAX, ...). Plan
+// and check compare before they subtract or add, or work in 64 bits where the
+// operands are 32-bit, so no arithmetic here wraps and every value apply
+// writes or indexes with has been range-checked (docs/contract.md, "Valid
+// ranges").
 #pragma once
 
 #include <stdint.h>
@@ -40,7 +46,17 @@ enum Check : int32_t {
   kTokensPastMaskFull = 10,        // v: seq_lens_this_time, attn_mask_offsets_full columns
   kTokensPastDecodeStates = 11,    // v: seq_lens_this_time, decode_states columns
   kNegativeLength = 12,            // v: seq_lens_encoder, seq_lens_decoder
+  // draft_model_preprocess, value ranges
+  kNegativeStepIdx = 13,           // v: step_idx or base_model_step_idx, subtracted, recovering
+  kMaskRollbackOutOfRange = 14,    // v: mask_rollback, seq_lens_decoder, new seq_lens_decoder
+  // update_attn_mask_offsets, value ranges
+  kMaskFullOutOfRange = 15,        // v: column, attn_mask_offsets_full value
+  kNegativeMaskCursor = 16,        // v: attn_mask_offsets_decoder, mask_rollback
+  kMaskCursorOverflow = 17,        // v: cursor or seq_lens_decoder, seq_lens_this_time
 };
+
+constexpr int64_t kInt32Max = 2147483647;
+constexpr int64_t kInt32Min = -kInt32Max - 1;
 
 struct Failure {
   int32_t code;
@@ -101,18 +117,24 @@ struct PreprocessPlan {
   int64_t step_idx;
   int64_t first_token_col;  // input_ids column for t when prefill
   int32_t accepted;         // tokens copied into draft_tokens and pre_ids (decode)
-  int64_t pre_ids_first;    // base_model_step_idx - accepted
+  int64_t pre_ids_end;      // base_model_step_idx: accepted tokens go to [end - accepted, end)
   int32_t old_decoder;
+  // Decode only: step_idx becomes step_from - step_minus, once check_preprocess
+  // has seen step_from >= step_minus (so the subtraction cannot wrap).
+  int64_t step_from;
+  int64_t step_minus;
+  bool recovering;          // the draft re-syncs from the base model
 };
 
 // Normal mode forgets the base model's drafts past column 0 for every request
 // of the batch, running or not; the prefill node keeps them.
 MTP_HD bool clears_base_draft(const PreprocessAttrs& a) { return !a.splitwise_prefill; }
 
+// E > 0 here, so E - 1 cannot wrap; E + 1 is formed only once check_preprocess
+// has seen the column inside input_ids and below INT32_MAX.
 MTP_HD void plan_first_token(PreprocessPlan& p, int32_t E, bool truncate) {
   p.prefill = true;
-  p.first_token_col = truncate ? E - 1 : E;
-  p.this_time = truncate ? E : E + 1;
+  p.first_token_col = truncate ? (int64_t)E - 1 : (int64_t)E;
 }
 
 MTP_HD void plan_not_running(PreprocessPlan& p) {
@@ -142,7 +164,10 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessTensors& t, const Preproce
   p.step_idx = t.step_idx[i];
   p.first_token_col = -1;
   p.accepted = 0;
-  p.pre_ids_first = 0;
+  p.pre_ids_end = 0;
+  p.step_from = 0;
+  p.step_minus = 0;
+  p.recovering = false;
 
   if (a.splitwise_prefill) {
     if (E > 0) {
@@ -179,44 +204,63 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessTensors& t, const Preproce
   // Decode (E == 0; a negative E is refused by check_preprocess).
   if (a.kvcache_scheduler_v1 && !base_block && p.is_block_step) p.is_block_step = false;
   const int32_t acc = t.accept_num[i];
+  // 32-bit operands in 64-bit arithmetic: these cannot wrap.
   if (p.stop_flag) {
     // The draft stopped while the base model went on: re-sync from the base.
     p.stop_flag = false;
+    p.recovering = true;
     p.decoder = (int64_t)t.base_seq_lens_decoder[i] - acc;
-    p.step_idx = t.base_step_idx[i] - acc;
+    p.step_from = t.base_step_idx[i];
+    p.step_minus = acc;
   } else {
     // Roll back the positions the extra substeps wrote.
     p.decoder = (int64_t)S - (a.num_model_step - 1);
-    p.step_idx -= a.num_model_step - 1;
+    p.step_from = p.step_idx;
+    p.step_minus = (int64_t)a.num_model_step - 1;
   }
   p.accepted = acc;
-  p.pre_ids_first = t.base_step_idx[i] - acc;
+  p.pre_ids_end = t.base_step_idx[i];
   p.this_time = acc;
   return p;
 }
 
+// The new step_idx of a decode plan; only after check_preprocess passed.
+MTP_HD int64_t decode_step_idx(const PreprocessPlan& p) { return p.step_from - p.step_minus; }
+
+// Every branch adds the change of seq_lens_decoder to mask_rollback; the sum
+// must stay an int32.
+MTP_HD Failure check_rollback(const PreprocessTensors& t, const PreprocessPlan& p, int64_t i) {
+  const int64_t r = (int64_t)t.mask_rollback[i] + p.old_decoder - p.decoder;
+  if (r < kInt32Min || r > kInt32Max)
+    return fail(kMaskRollbackOutOfRange, t.mask_rollback[i], p.old_decoder, p.decoder);
+  return ok();
+}
+
 MTP_HD Failure check_preprocess(const PreprocessTensors& t, const PreprocessPlan& p, int64_t i) {
-  if (!p.running) return ok();
+  if (!p.running) return check_rollback(t, p, i);
   if (p.prefill) {
     // Reads accept_tokens[i, 0], writes input_ids[i, col] (and pre_ids[i, 0]).
     const int32_t E = t.seq_lens_encoder[i];
     if (t.accept_cols < 1) return fail(kNoAcceptTokensColumn, t.accept_cols);
-    if (p.first_token_col >= t.input_cols)
+    // seq_lens_this_time becomes col + 1, which must stay an int32.
+    if (p.first_token_col >= t.input_cols || p.first_token_col >= kInt32Max)
       return fail(kFirstTokenOutsideInputIds, p.first_token_col, t.input_cols, E);
     if (p.write_pre_ids0 && t.pre_cols < 1) return fail(kNoPreIdsColumn, t.pre_cols);
-    return ok();
+    return check_rollback(t, p, i);
   }
   const int32_t E = t.seq_lens_encoder[i];
   if (E < 0) return fail(kNegativeSeqLensEncoder, E);
   const int32_t acc = p.accepted;
   const int64_t max_acc = t.accept_cols < t.draft_cols ? t.accept_cols : t.draft_cols;
   if (acc < 0 || acc > max_acc) return fail(kAcceptNumOutOfRange, acc, t.accept_cols, t.draft_cols);
-  if (acc > 0 && (p.pre_ids_first < 0 || p.pre_ids_first + acc > t.pre_cols))
-    return fail(kPreIdsWindowOutside, p.pre_ids_first, p.pre_ids_first + acc, t.pre_cols,
-                t.base_step_idx[i]);
+  // The window [end - acc, end) inside [0, pre_cols), compared without forming end - acc.
+  if (acc > 0 && (p.pre_ids_end < acc || p.pre_ids_end > t.pre_cols))
+    return fail(kPreIdsWindowOutside, p.pre_ids_end, acc, t.pre_cols);
   if (p.decoder < 0)
     return fail(kNegativeSeqLensDecoder, p.decoder, p.old_decoder, t.base_seq_lens_decoder[i], acc);
-  return ok();
+  if (p.step_from < p.step_minus)
+    return fail(kNegativeStepIdx, p.step_from, p.step_minus, p.recovering ? 1 : 0);
+  return check_rollback(t, p, i);
 }
 
 // base_model_draft_tokens[i, 1:] = -1 (when clears_base_draft).
@@ -227,25 +271,32 @@ MTP_HD void clear_base_draft_row(const PreprocessTensors& t, int64_t i) {
 
 // Writes request i's plan but for the base draft row. Returns whether it runs.
 MTP_HD bool apply_plan(const PreprocessTensors& t, const PreprocessPlan& p, int64_t i) {
+  int32_t this_time = p.this_time;
+  int64_t step_idx = p.step_idx;
   if (p.prefill) {
     const int64_t tok = t.accept_tokens[i * t.accept_cols];
     t.input_ids[i * t.input_cols + p.first_token_col] = tok;
     if (p.write_pre_ids0) t.pre_ids[i * t.pre_cols] = tok;
+    this_time = (int32_t)(p.first_token_col + 1);
+  } else if (p.running) {
+    step_idx = decode_step_idx(p);
   }
+  const int64_t pre_ids_first = p.pre_ids_end - p.accepted;
   for (int32_t j = 0; j < p.accepted; ++j) {
     const int64_t tok = t.accept_tokens[i * t.accept_cols + j];
     t.draft_tokens[i * t.draft_cols + j] = tok;
-    t.pre_ids[i * t.pre_cols + p.pre_ids_first + j] = tok;
+    t.pre_ids[i * t.pre_cols + pre_ids_first + j] = tok;
   }
   t.stop_flags[i] = p.stop_flag;
   t.is_block_step[i] = p.is_block_step;
   t.batch_drop[i] = p.batch_drop;
-  t.seq_lens_this_time[i] = p.this_time;
+  t.seq_lens_this_time[i] = this_time;
   t.seq_lens_encoder[i] = p.encoder;
   t.seq_lens_decoder[i] = (int32_t)p.decoder;
-  t.step_idx[i] = p.step_idx;
-  // The one rule that keeps the mask cursor aligned with the KV positions.
-  t.mask_rollback[i] += p.old_decoder - (int32_t)p.decoder;
+  t.step_idx[i] = step_idx;
+  // The one rule that keeps the mask cursor aligned with the KV positions
+  // (in range: check_rollback).
+  t.mask_rollback[i] = (int32_t)((int64_t)t.mask_rollback[i] + p.old_decoder - p.decoder);
   return p.running;
 }
 
@@ -306,14 +357,27 @@ MTP_HD Failure check_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
   if (p.n < 0) return fail(kNegativeSeqLensThisTime, p.n);
   if (p.q < 0 || (int64_t)p.q + p.n > t.num_tokens)
     return fail(kTokensOutsideIds, p.q, p.n, t.num_tokens);
-  if (p.branch == kPrompt && p.n > t.mask_full_cols)
-    return fail(kTokensPastMaskFull, p.n, t.mask_full_cols);
-  if (p.branch == kDecode && p.n > 1 && p.n > t.decode_states_cols)
-    return fail(kTokensPastDecodeStates, p.n, t.decode_states_cols);
+  if (p.branch == kPrompt) {
+    if (p.n > t.mask_full_cols) return fail(kTokensPastMaskFull, p.n, t.mask_full_cols);
+    // Each written offset is full + 1: a valid end of a key range, so full in [0, INT32_MAX).
+    const int32_t* full = t.mask_full + i * t.mask_full_cols;
+    for (int32_t j = 0; j < p.n; ++j) {
+      if (full[j] < 0 || full[j] == kInt32Max) return fail(kMaskFullOutOfRange, j, full[j]);
+    }
+  } else if (p.branch == kVisionGeneration) {
+    if ((int64_t)S + p.n > kInt32Max) return fail(kMaskCursorOverflow, S, p.n);
+  } else {  // kDecode
+    if (p.n > 1 && p.n > t.decode_states_cols)
+      return fail(kTokensPastDecodeStates, p.n, t.decode_states_cols);
+    const int64_t cursor = (int64_t)t.mask_decoder[i] - t.mask_rollback[i];
+    if (cursor < 0) return fail(kNegativeMaskCursor, t.mask_decoder[i], t.mask_rollback[i]);
+    if (cursor + p.n > kInt32Max) return fail(kMaskCursorOverflow, cursor, p.n);
+  }
   return ok();
 }
 
 // Writes the odd entries of request i's tokens; the caller has zeroed `out`.
+// check_mask has bounded every value, so the int32 sums below cannot wrap.
 MTP_HD void apply_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
   int32_t* out = t.out + 2 * (int64_t)p.q;
   if (p.branch == kPrompt) {

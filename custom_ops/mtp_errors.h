@@ -41,8 +41,8 @@ inline std::string describe_failure(const char* op, const ErrorRecord& r) {
                 ", draft_tokens columns ", v[2], ")]");
       break;
     case kPreIdsWindowOutside:
-      s += join("pre_ids: accepted tokens go to columns [", v[0], ", ", v[1], "), outside [0, ",
-                v[2], ") (base_model_step_idx = ", v[3], ")");
+      s += join("pre_ids: the ", v[1], " accepted tokens (accept_num) go to the columns before "
+                "base_model_step_idx = ", v[0], ", outside pre_ids' ", v[2], " columns");
       break;
     case kNegativeSeqLensDecoder:
       s += join("seq_lens_decoder: the new value ", v[0], " is negative (seq_lens_decoder = ",
@@ -70,6 +70,27 @@ inline std::string describe_failure(const char* op, const ErrorRecord& r) {
     case kNegativeLength:
       s += join("seq_lens_encoder / seq_lens_decoder: ", v[0], " / ", v[1],
                 ", lengths must not be negative");
+      break;
+    case kNegativeStepIdx:
+      s += join("step_idx: the new value ", v[2] ? "base_model_step_idx - accept_num"
+                                                 : "step_idx - (num_model_step - 1)",
+                " = ", v[0], " - ", v[1], " is negative");
+      break;
+    case kMaskRollbackOutOfRange:
+      s += join("mask_rollback: ", v[0], " + (seq_lens_decoder ", v[1], " - new seq_lens_decoder ",
+                v[2], ") leaves the int32 range");
+      break;
+    case kMaskFullOutOfRange:
+      s += join("attn_mask_offsets_full: column ", v[0], " holds ", v[1],
+                ", outside [0, 2147483647)");
+      break;
+    case kNegativeMaskCursor:
+      s += join("attn_mask_offsets_decoder: the cursor ", v[0], " - mask_rollback ", v[1],
+                " is negative");
+      break;
+    case kMaskCursorOverflow:
+      s += join("attn_mask_offsets: the offsets would reach ", v[0], " + seq_lens_this_time ", v[1],
+                ", past the int32 range");
       break;
     default:
       s += join("unknown check ", r.code);

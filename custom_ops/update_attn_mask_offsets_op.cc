@@ -23,19 +23,22 @@ std::vector<paddle::Tensor> UpdateAttnMaskOffsets(
     paddle::Tensor& decode_states, paddle::Tensor& mask_rollback) {
   using paddle::DataType;
   mtp::ArgChecker c(kOp);
+  constexpr mtp::Access W = mtp::Access::kWritten;
   const int64_t T = c.length_only(ids_remove_padding, "ids_remove_padding");
-  const int64_t bsz = seq_lens_this_time.shape().empty() ? 0 : seq_lens_this_time.shape()[0];
+  const int64_t bsz = c.length_only(seq_lens_this_time, "seq_lens_this_time");
   c.vector(seq_lens_this_time, "seq_lens_this_time", DataType::INT32, bsz);
   c.vector(seq_lens_encoder, "seq_lens_encoder", DataType::INT32, bsz);
   c.vector(seq_lens_decoder, "seq_lens_decoder", DataType::INT32, bsz);
   c.flat(cu_seqlens_q, "cu_seqlens_q", DataType::INT32, bsz + 1);
   const int64_t full_cols =
       c.matrix(attn_mask_offsets_full, "attn_mask_offsets_full", DataType::INT32, bsz);
-  c.vector(attn_mask_offsets_decoder, "attn_mask_offsets_decoder", DataType::INT32, bsz);
+  c.vector(attn_mask_offsets_decoder, "attn_mask_offsets_decoder", DataType::INT32, bsz, W);
   c.vector(is_block_step, "is_block_step", DataType::BOOL, bsz);
   // Column 0 is read for every prompt request (vision generation flag).
-  const int64_t ds_cols = c.matrix(decode_states, "decode_states", DataType::INT32, bsz, 1);
-  c.vector(mask_rollback, "mask_rollback", DataType::INT32, bsz);
+  const int64_t ds_cols =
+      c.matrix(decode_states, "decode_states", DataType::INT32, bsz, W, /*min_cols=*/1);
+  c.vector(mask_rollback, "mask_rollback", DataType::INT32, bsz, W);
+  c.no_overlap();
 
   paddle::Tensor out = mtp::fresh_mask_output(T, c.place());
   const mtp::MaskTensors t{

@@ -42,12 +42,21 @@ def sources(cuda: bool) -> List[str]:
     return [str(SOURCE_DIR / n) for n in names]
 
 
+def paddle_major() -> int:
+    """The installed Paddle's major version (the bindings differ for 2 and 3)."""
+    import paddle
+
+    major = int(paddle.__version__.split(".")[0])
+    return major if major > 0 else 3  # a develop build says 0.0.0
+
+
 def compile_flags(cuda: bool) -> Dict[str, List[str]]:
     # Paddle 2.6 passes -std=c++14 by default; nvcc 13 and our headers need 17.
     # -fno-tree-loop-distribute-patterns: g++ otherwise turns the per-request
     # row loops (a few int64 each) into memset/memcpy calls, whose call cost
     # was ~15% of draft_model_preprocess at bsz 4096 (measured side by side).
-    flags = {"cxx": ["-O2", "-fno-tree-loop-distribute-patterns", "-std=c++17", f"-I{SOURCE_DIR}"]}
+    flags = {"cxx": ["-O2", "-fno-tree-loop-distribute-patterns", "-std=c++17", f"-I{SOURCE_DIR}",
+                     f"-DFASTDEPLOY_MTP_PADDLE_MAJOR={paddle_major()}"]}
     if cuda:
         # The bindings include Paddle's CUDA headers, which include Thrust; the
         # host compiler needs CUDA's include folders (CUDA 13 keeps Thrust in cccl/).

@@ -29,6 +29,7 @@ def _bench_state(bsz: int, rng):
     # Repeated calls roll the draft back K-1 positions each time; start far from zero.
     s["seq_lens_decoder"] += 1_000_000
     s["base_model_seq_lens_decoder"] += 1_000_000
+    s["step_idx"] += 1_000_000
     return s
 
 

@@ -145,6 +145,7 @@ def run(bsz_list, calls: int, rounds: int = 7, print_fn=print) -> None:
         s = states.preprocess_state(rng, bsz, num_model_step=K)
         s["seq_lens_decoder"] += 1_000_000  # stays valid through many K-1 rollbacks
         s["base_model_seq_lens_decoder"] += 1_000_000
+        s["step_idx"] += 1_000_000
         ours, base, asyn = _gpu_state(s, place), _gpu_state(s, place), _gpu_state(s, place, True)
         r = _interleaved({
             "ours": (lambda: ops.draft_model_preprocess(**ours, **attrs), None),

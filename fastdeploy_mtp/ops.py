@@ -24,6 +24,8 @@ import sys
 import time
 from typing import Any
 
+import numpy as np
+
 from . import _build
 from .signature import DRAFT_MODEL_PREPROCESS, RAISE_PENDING_ERRORS, UPDATE_ATTN_MASK_OFFSETS
 
@@ -113,6 +115,44 @@ def load_library():
     return _build_from_source()
 
 
+INT32_MAX = 2**31 - 1
+
+
+def _check_boundary(sig, tensors, attrs=()) -> None:
+    """What the C++ side cannot see, checked before the op runs.
+
+    Paddle hands a custom op a contiguous copy of a non-contiguous view (so an
+    in-place write to it would be lost) and refuses an in-place write to a
+    tensor that requires grad only after the kernel ran; None and attributes
+    of the wrong type must not reach the library either. Everything else
+    (dtypes, shapes, devices, overlap, values) is checked in C++.
+    """
+    import paddle
+
+    for arg, t in zip(sig.inputs, tensors):
+        if not isinstance(t, paddle.Tensor):
+            raise BadInputError(f"{sig.name}: {arg.name} must be a paddle.Tensor, got "
+                                f"{type(t).__name__}")
+        if not arg.written:
+            continue
+        if hasattr(t, "is_contiguous") and not t.is_contiguous():
+            raise BadInputError(f"{sig.name}: {arg.name} is written in place but is a "
+                                "non-contiguous view: Paddle would hand the op a copy and the "
+                                "writes would be lost; pass a contiguous tensor")
+        if not t.stop_gradient:
+            raise BadInputError(f"{sig.name}: {arg.name} is written in place but requires "
+                                "grad (stop_gradient=False); the op is not differentiable")
+    for arg, value in zip(sig.attrs, attrs):
+        if arg.type is bool:
+            if not isinstance(value, (bool, np.bool_)):
+                raise BadInputError(f"{sig.name}: {arg.name} must be a bool, got {value!r}")
+        elif isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise BadInputError(f"{sig.name}: {arg.name} must be an int, got {value!r}")
+        elif not 1 <= int(value) <= INT32_MAX:
+            raise BadInputError(f"{sig.name}: {arg.name} must be in [1, {INT32_MAX}], got "
+                                f"{int(value)}")
+
+
 def _call(op_name: str, *args):
     op = getattr(load_library(), op_name)
     try:
@@ -165,16 +205,17 @@ def draft_model_preprocess(
     Writes the 13 tensors marked written in ``signature.DRAFT_MODEL_PREPROCESS``;
     reads the rest. Raises :class:`BadInputError`, changing nothing, on bad input.
     """
-    _call(
-        DRAFT_MODEL_PREPROCESS.name,
+    tensors = (
         draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
         seq_lens_decoder, step_idx, not_need_stop, is_block_step, batch_drop, pre_ids,
         mask_rollback, accept_tokens, accept_num, base_model_seq_lens_this_time,
         base_model_seq_lens_encoder, base_model_seq_lens_decoder, base_model_step_idx,
         base_model_stop_flags, base_model_is_block_step, base_model_draft_tokens,
-        int(num_model_step), bool(truncate_first_token), bool(splitwise_prefill),
-        bool(kvcache_scheduler_v1),
     )
+    attrs = (num_model_step, truncate_first_token, splitwise_prefill, kvcache_scheduler_v1)
+    _check_boundary(DRAFT_MODEL_PREPROCESS, tensors, attrs)
+    _call(DRAFT_MODEL_PREPROCESS.name, *tensors, int(num_model_step),
+          *(bool(a) for a in attrs[1:]))
 
 
 def update_attn_mask_offsets(
@@ -200,12 +241,13 @@ def update_attn_mask_offsets(
     ``decode_states`` and ``mask_rollback`` in place.
     Raises :class:`BadInputError`, changing nothing, on bad input.
     """
-    outs = _call(
-        UPDATE_ATTN_MASK_OFFSETS.name,
+    tensors = (
         ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder,
         cu_seqlens_q, attn_mask_offsets_full, attn_mask_offsets_decoder, is_block_step,
         decode_states, mask_rollback,
     )
+    _check_boundary(UPDATE_ATTN_MASK_OFFSETS, tensors)
+    outs = _call(UPDATE_ATTN_MASK_OFFSETS.name, *tensors)
     return outs[0] if isinstance(outs, (list, tuple)) else outs
 
 
@@ -219,4 +261,5 @@ def raise_pending_errors(x: Tensor) -> None:
     next synchronous call raises it too). Synchronises ``x``'s stream. Does
     nothing for a CPU tensor. Raises :class:`BadInputError`.
     """
+    _check_boundary(RAISE_PENDING_ERRORS, (x,))
     _call(RAISE_PENDING_ERRORS.name, x)

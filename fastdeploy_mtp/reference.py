@@ -1,5 +1,6 @@
-"""Plain numpy implementations of both ops, written from the spec
-(``../shared/spec/mtp-bookkeeping.md``), one request at a time.
+"""Plain numpy implementations of both ops, written from the contract
+(``docs/contract.md``), one request at a time, in Python integers (which
+cannot wrap) for every check.
 
 They are the oracle of the differential tests and a debugging aid: feed them
 a state dumped from an engine and read what the op should have done. They
@@ -14,6 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from .ops import BadInputError
+
+INT32_MAX = 2**31 - 1
+INT32_MIN = -(2**31)
 
 
 def _bad(op: str, i: int, field: str, detail: str) -> BadInputError:
@@ -48,6 +52,13 @@ def draft_model_preprocess(
 
     # Pass 1: decide each request's branch and check what it will touch.
     plans = []
+
+    def check_rollback(i, new_S):
+        r = int(rollback[i]) + int(dec[i]) - new_S
+        if not INT32_MIN <= r <= INT32_MAX:
+            raise _bad(op, i, "mask_rollback", f"{int(rollback[i])} + ({int(dec[i])} - {new_S}) "
+                       "leaves int32")
+
     for i in range(bsz):
         E, S = int(enc[i]), int(dec[i])
         running = prefill = False
@@ -64,10 +75,11 @@ def draft_model_preprocess(
             col = E - 1 if truncate_first_token else E
             if A < 1:
                 raise _bad(op, i, "accept_tokens", f"has {A} columns, no column 0")
-            if col >= L:
+            if col >= L or col >= INT32_MAX:
                 raise _bad(op, i, "input_ids", f"first token column {col} >= {L} columns")
             if not splitwise_prefill and P < 1:
                 raise _bad(op, i, "pre_ids", f"has {P} columns, no column 0")
+            check_rollback(i, S)
             plan["col"] = col
         elif running:
             a = int(acc_num[i])
@@ -84,7 +96,12 @@ def draft_model_preprocess(
                 new_S, new_step = S - (k - 1), int(step[i]) - (k - 1)
             if new_S < 0:
                 raise _bad(op, i, "seq_lens_decoder", f"new value {new_S} is negative")
+            if new_step < 0:
+                raise _bad(op, i, "step_idx", f"new value {new_step} is negative")
+            check_rollback(i, new_S)
             plan.update(a=a, first=first, new_S=new_S, new_step=new_step)
+        else:
+            check_rollback(i, 0)
         plans.append(plan)
 
     # Pass 2: write.
@@ -155,10 +172,25 @@ def update_attn_mask_offsets(
         if q < 0 or q + n > T:
             raise _bad(op, i, "cu_seqlens_q", f"tokens [{q}, {q + n}) outside {T}")
         vision = E > 0 and decode_states[i, 0] == 2 and S > 0
-        if E > 0 and not vision and n > M:
-            raise _bad(op, i, "attn_mask_offsets_full", f"{n} tokens > {M} columns")
-        if E == 0 and n > 1 and n > Ds:
-            raise _bad(op, i, "decode_states", f"{n} tokens > {Ds} columns")
+        if E > 0 and not vision:
+            if n > M:
+                raise _bad(op, i, "attn_mask_offsets_full", f"{n} tokens > {M} columns")
+            for j in range(n):
+                if not 0 <= int(attn_mask_offsets_full[i, j]) < INT32_MAX:
+                    raise _bad(op, i, "attn_mask_offsets_full",
+                               f"column {j} holds {int(attn_mask_offsets_full[i, j])}")
+        elif vision:
+            if S + n > INT32_MAX:
+                raise _bad(op, i, "attn_mask_offsets", f"{S} + {n} past int32")
+        else:
+            if n > 1 and n > Ds:
+                raise _bad(op, i, "decode_states", f"{n} tokens > {Ds} columns")
+            c = int(cursor[i]) - int(rollback[i])
+            if c < 0:
+                raise _bad(op, i, "attn_mask_offsets_decoder", f"{int(cursor[i])} - "
+                           f"{int(rollback[i])} is negative")
+            if c + n > INT32_MAX:
+                raise _bad(op, i, "attn_mask_offsets", f"{c} + {n} past int32")
 
     out = np.zeros(2 * T, dtype=np.int32)
     for i in range(bsz):

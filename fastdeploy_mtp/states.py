@@ -94,13 +94,25 @@ def preprocess_state(
         else:  # decode or recover
             a = int(rng.integers(0, min(A, D) + 1))
             s["accept_num"][i] = a
-            s["base_model_step_idx"][i] = rng.integers(a, P + 1)
+            # Edges now and then: the window [step - a, step) flush with either
+            # end of pre_ids; with a == 0 (nothing is written) any step at all.
+            edge = rng.random()
+            if a == 0 and edge < 0.2:
+                s["base_model_step_idx"][i] = rng.choice([-(2**62), -1, P + 1, 2**62])
+            elif edge < 0.3:
+                s["base_model_step_idx"][i] = rng.choice([a, P])
+            else:
+                s["base_model_step_idx"][i] = rng.integers(a, P + 1)
             if branch == "recover":
                 s["stop_flags"][i] = True
-                s["base_model_seq_lens_decoder"][i] = rng.integers(a, a + 200)
+                s["base_model_seq_lens_decoder"][i] = a if edge < 0.3 else rng.integers(a, a + 200)
+                if s["base_model_step_idx"][i] < a:  # the new step_idx must not be negative
+                    s["base_model_step_idx"][i] = a
             else:
                 s["stop_flags"][i] = False
-                s["seq_lens_decoder"][i] = rng.integers(k - 1, k + 200)
+                # Rolled back by k - 1: seq_lens_decoder and step_idx must stay >= 0.
+                s["seq_lens_decoder"][i] = k - 1 if edge < 0.3 else rng.integers(k - 1, k + 200)
+                s["step_idx"][i] = k - 1 if edge > 0.8 else rng.integers(k - 1, k + 100)
     if column_vectors:
         for t in DRAFT_MODEL_PREPROCESS.inputs:
             if s[t.name].ndim == 1 and t.name != "not_need_stop":
@@ -126,6 +138,7 @@ def mask_state(
     block = np.zeros(N, bool)
     n = np.zeros(bsz, i32)
     states = rng.integers(-1, 3, (N, Ds)).astype(i32)
+    decode_rows = []
     for i in range(bsz):
         branch = MASK_BRANCHES[rng.choice(len(MASK_BRANCHES), p=_MASK_WEIGHTS)]
         if branch == "block_step":
@@ -147,6 +160,7 @@ def mask_state(
         else:  # decode
             dec[i] = rng.integers(1, 300)
             n[i] = rng.integers(0, Ds + 1) if rng.random() < 0.7 else 1
+            decode_rows.append(i)
     cu = np.zeros(bsz + 1, i32)
     cu[1:] = np.cumsum(n)
     T = int(cu[-1]) + padding_tokens
@@ -162,6 +176,12 @@ def mask_state(
         "decode_states": states,
         "mask_rollback": rng.integers(-3, 4, N).astype(i32),
     }
+    # A decode request's cursor minus its pending rollback must not be negative;
+    # sometimes it is exactly 0.
+    for i in decode_rows:
+        r = int(s["mask_rollback"][i])
+        low = max(r, 0)
+        s["attn_mask_offsets_decoder"][i] = low if rng.random() < 0.2 else rng.integers(low, 400)
     if column_vectors:
         for t in UPDATE_ATTN_MASK_OFFSETS.inputs:
             if s[t.name].ndim == 1 and t.name not in ("ids_remove_padding", "cu_seqlens_q"):

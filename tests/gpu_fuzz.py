@@ -20,9 +20,11 @@ from fastdeploy_mtp import ops, reference, states  # noqa: E402
 from helpers import to_numpy, to_tensors  # noqa: E402
 
 PRE_FIELDS = ["seq_lens_encoder", "seq_lens_decoder", "accept_num", "base_model_step_idx",
-              "base_model_seq_lens_decoder", "step_idx"]
-MASK_FIELDS = ["seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "cu_seqlens_q"]
-EXTREMES = [-(2**31), -5, -1, 10**6, 2**31 - 1]
+              "base_model_seq_lens_decoder", "step_idx", "mask_rollback"]
+MASK_FIELDS = ["seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "cu_seqlens_q",
+               "attn_mask_offsets_full", "attn_mask_offsets_decoder", "mask_rollback"]
+# Clipped to each field's dtype: int32 fields get the int32 limits.
+EXTREMES = [-(2**63), -(2**31), -5, -1, 10**6, 2**31 - 1, 2**63 - 1]
 
 
 def corrupt(rng, s, fields):
