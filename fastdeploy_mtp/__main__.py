@@ -17,13 +17,30 @@ def _check(args) -> int:
     return 0
 
 
+def _positive(name: str, values, high: int):
+    """A one-line message when a count is outside [1, high], else None."""
+    for v in values:
+        if not 1 <= v <= high:
+            return f"{name} must be within [1, {high}], got {v}"
+    return None
+
+
 def _bench(args) -> int:
+    problem = (_positive("--bsz", args.bsz, 1 << 20) or _positive("--repeat", [args.repeat], 10**6))
+    if problem:
+        print(f"bench: {problem}", file=sys.stderr)
+        return 2
     from .bench import main as bench_main
 
     return bench_main(args)
 
 
 def _bench_gpu(args) -> int:
+    problem = (_positive("--bsz", args.bsz, 1 << 20) or _positive("--calls", [args.calls], 10**6)
+               or _positive("--rounds", [args.rounds], 1000))
+    if problem:
+        print(f"bench-gpu: {problem}", file=sys.stderr)
+        return 2
     from .gpu_bench import main as gpu_bench_main
 
     return gpu_bench_main(args)

@@ -30,6 +30,9 @@ def _bench_state(bsz: int, rng):
     s["seq_lens_decoder"] += 1_000_000
     s["base_model_seq_lens_decoder"] += 1_000_000
     s["step_idx"] += 1_000_000
+    # No recovery from a draft stop: it would set step_idx near 0, and every
+    # later call's rollback would take it below 0 (refused).
+    s["stop_flags"][:] = False
     return s
 
 
@@ -128,7 +131,9 @@ def insert_bench(n_requests: int = 256, rounds: int = ROUNDS) -> None:
     reqs = [Request(slot=i, prompt=rng.integers(3, 1000, rng.integers(8, 128)).tolist())
             for i in range(n_requests)]
     batched, per_field = [], []
+    slots = [r.slot for r in reqs]
     for _ in range(rounds):
+        p.release(slots)  # untimed: insert takes free slots only
         batched.append(_time_calls(lambda: p.insert(reqs), 1))
         per_field.append(_time_calls(lambda: insert_per_field(p, reqs), 1))
     b, f = statistics.median(batched), statistics.median(per_field)

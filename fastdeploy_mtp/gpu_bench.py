@@ -146,6 +146,7 @@ def run(bsz_list, calls: int, rounds: int = 7, print_fn=print) -> None:
         s["seq_lens_decoder"] += 1_000_000  # stays valid through many K-1 rollbacks
         s["base_model_seq_lens_decoder"] += 1_000_000
         s["step_idx"] += 1_000_000
+        s["stop_flags"][:] = False  # no recovery: it would reset step_idx near 0 for later rollbacks
         ours, base, asyn = _gpu_state(s, place), _gpu_state(s, place), _gpu_state(s, place, True)
         r = _interleaved({
             "ours": (lambda: ops.draft_model_preprocess(**ours, **attrs), None),
@@ -184,5 +185,14 @@ def run(bsz_list, calls: int, rounds: int = 7, print_fn=print) -> None:
 
 
 def main(args) -> int:
+    import sys
+
+    import paddle
+
+    if not paddle.is_compiled_with_cuda() or paddle.device.cuda.device_count() == 0:
+        print("bench-gpu: needs paddlepaddle-gpu and a GPU; this Paddle "
+              f"({paddle.__version__}) has none. `bench --device cpu` times the CPU path",
+              file=sys.stderr)
+        return 2
     run(args.bsz, args.calls, args.rounds)
     return 0

@@ -118,6 +118,50 @@ def load_library():
 INT32_MAX = 2**31 - 1
 
 
+def _refuse_tensor(sig, arg, t) -> None:
+    if not isinstance(t, _tensor_type()):
+        raise BadInputError(f"{sig.name}: {arg.name} must be a paddle.Tensor, got "
+                            f"{type(t).__name__}")
+    if not arg.written:
+        return
+    if hasattr(t, "is_contiguous") and not t.is_contiguous():
+        raise BadInputError(f"{sig.name}: {arg.name} is written in place but is a "
+                            "non-contiguous view: Paddle would hand the op a copy and the "
+                            "writes would be lost; pass a contiguous tensor")
+    if not t.stop_gradient:
+        raise BadInputError(f"{sig.name}: {arg.name} is written in place but requires "
+                            "grad (stop_gradient=False); the op is not differentiable")
+
+
+def _refuse_attr(sig, arg, value) -> None:
+    if arg.type is bool:
+        if not isinstance(value, (bool, np.bool_)):
+            raise BadInputError(f"{sig.name}: {arg.name} must be a bool, got {value!r}")
+    elif isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise BadInputError(f"{sig.name}: {arg.name} must be an int, got {value!r}")
+    elif not 1 <= int(value) <= INT32_MAX:
+        raise BadInputError(f"{sig.name}: {arg.name} must be in [1, {INT32_MAX}], got "
+                            f"{int(value)}")
+
+
+_TENSOR_TYPE = []  # paddle.Tensor, once Paddle is imported (importing this module needs none)
+
+
+def _tensor_type():
+    if not _TENSOR_TYPE:
+        import paddle
+
+        _TENSOR_TYPE.append(paddle.Tensor)
+    return _TENSOR_TYPE[0]
+
+
+# Positions of each op's written inputs (an OpSignature hashes slowly: look up by name).
+_WRITTEN_POSITIONS = {
+    sig.name: tuple(k for k, arg in enumerate(sig.inputs) if arg.written)
+    for sig in (DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS, RAISE_PENDING_ERRORS)
+}
+
+
 def _check_boundary(sig, tensors, attrs=()) -> None:
     """What the C++ side cannot see, checked before the op runs.
 
@@ -125,32 +169,22 @@ def _check_boundary(sig, tensors, attrs=()) -> None:
     in-place write to it would be lost) and refuses an in-place write to a
     tensor that requires grad only after the kernel ran; None and attributes
     of the wrong type must not reach the library either. Everything else
-    (dtypes, shapes, devices, overlap, values) is checked in C++.
+    (dtypes, shapes, devices, overlap, values) is checked in C++. The common
+    case is one pass of cheap tests; the slow path only words the error.
     """
-    import paddle
-
-    for arg, t in zip(sig.inputs, tensors):
-        if not isinstance(t, paddle.Tensor):
-            raise BadInputError(f"{sig.name}: {arg.name} must be a paddle.Tensor, got "
-                                f"{type(t).__name__}")
-        if not arg.written:
-            continue
-        if hasattr(t, "is_contiguous") and not t.is_contiguous():
-            raise BadInputError(f"{sig.name}: {arg.name} is written in place but is a "
-                                "non-contiguous view: Paddle would hand the op a copy and the "
-                                "writes would be lost; pass a contiguous tensor")
-        if not t.stop_gradient:
-            raise BadInputError(f"{sig.name}: {arg.name} is written in place but requires "
-                                "grad (stop_gradient=False); the op is not differentiable")
+    tensor = _tensor_type()
+    ok = all(isinstance(t, tensor) for t in tensors)
+    if ok:
+        for k in _WRITTEN_POSITIONS[sig.name]:
+            t = tensors[k]
+            if not t.stop_gradient or not t.is_contiguous():
+                ok = False
+                break
+    if not ok:
+        for arg, t in zip(sig.inputs, tensors):
+            _refuse_tensor(sig, arg, t)
     for arg, value in zip(sig.attrs, attrs):
-        if arg.type is bool:
-            if not isinstance(value, (bool, np.bool_)):
-                raise BadInputError(f"{sig.name}: {arg.name} must be a bool, got {value!r}")
-        elif isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-            raise BadInputError(f"{sig.name}: {arg.name} must be an int, got {value!r}")
-        elif not 1 <= int(value) <= INT32_MAX:
-            raise BadInputError(f"{sig.name}: {arg.name} must be in [1, {INT32_MAX}], got "
-                                f"{int(value)}")
+        _refuse_attr(sig, arg, value)
 
 
 def _call(op_name: str, *args):

@@ -16,7 +16,8 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from .proposer import MTPProposer, _read, _write
+from .buffers import read as _read, write as _write
+from .proposer import MTPProposer
 
 EOS = 2  # the end token of the simulated vocabulary
 VOCAB = 1000

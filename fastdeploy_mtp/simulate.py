@@ -23,21 +23,9 @@ from typing import List, Optional
 
 import numpy as np
 
-from .proposer import MTPProposer, ProposerConfig, Request, _read, _write, make_base_buffers
+from .buffers import make_base_buffers, read as _read, write as _write
+from .proposer import MTPProposer, ProposerConfig, Request
 from .sim_models import VOCAB, ScriptedBase, draft_substep_update
-
-
-class LegacyProposer(MTPProposer):
-    """The behaviour before the fix, for --without-fix."""
-
-    def decode_mask_rollback(self) -> int:
-        return 1
-
-    def prepare_inputs(self) -> bool:
-        before = _read(self.state["mask_rollback"])
-        running = super().prepare_inputs()
-        _write(self.state["mask_rollback"], before)  # the old op never touched it
-        return running
 
 
 @dataclass
@@ -107,9 +95,9 @@ class Node:
 def make_node(name, role, k, args, rng, legacy) -> Node:
     cfg = ProposerConfig(num_model_steps=k, max_model_len=args.max_prompt + args.max_dec_len + 2 * k + 8,
                          max_num_seqs=args.batch, role=role, kvcache_scheduler_v1=True,
-                         truncate_first_token=True)
+                         truncate_first_token=True, without_fix=legacy)
     buffers = make_base_buffers(args.batch, k)
-    proposer = (LegacyProposer if legacy else MTPProposer)(cfg, buffers)
+    proposer = MTPProposer(cfg, buffers)
     base = ScriptedBase(buffers, k, args.max_dec_len,
                         finish_prob=0.0 if role == "prefill" else args.finish_prob,
                         block_prob=0.0 if role == "prefill" else args.block_prob, rng=rng)
@@ -251,16 +239,52 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft-eos-prob", type=float, default=0.05)
 
 
+# Bounds that keep a run within this machine's memory and a sensible time.
+LIMITS = {"num_model_steps": 64, "steps": 100_000, "batch": 4096, "max_prompt": 8192,
+          "max_dec_len": 8192}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def plot_problem(path: str):
+    """Why `--plot path` could not be written, checked before the run."""
+    try:
+        import matplotlib
+    except ImportError:
+        return "--plot needs matplotlib (pip install matplotlib)"
+    import os
+
+    matplotlib.use("Agg")
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    ext = os.path.splitext(path)[1].lstrip(".").lower()
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if ext not in formats:
+        return (f"--plot {path}: unknown image type {ext!r}; use one of "
+                f"{', '.join(sorted(formats))}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        return f"--plot {path}: the folder {folder} does not exist or is not writable"
+    if os.path.isdir(path):
+        return f"--plot {path}: is a folder"
+    return None
+
+
 def validate(args) -> Optional[str]:
-    if args.num_model_steps < 1:
-        return "--num-model-steps must be >= 1"
-    if args.steps < 1 or args.batch < 1:
-        return "--steps and --batch must be >= 1"
-    if args.max_prompt < 2 or args.max_dec_len < 2:
-        return "--max-prompt and --max-dec-len must be >= 2"
+    if args.seed < 0:
+        return "--seed must be >= 0"
+    for name, low in (("num_model_steps", 1), ("steps", 1), ("batch", 1), ("max_prompt", 2),
+                      ("max_dec_len", 2)):
+        v, high = getattr(args, name), LIMITS[name]
+        if not low <= v <= high:
+            return f"{_flag(name)} must be within [{low}, {high}], got {v}"
     for name in ("arrival_prob", "finish_prob", "block_prob", "draft_eos_prob"):
         if not 0.0 <= getattr(args, name) <= 1.0:
-            return f"--{name.replace('_', '-')} must be within [0, 1]"
+            return f"{_flag(name)} must be within [0, 1]"
+    if args.plot:
+        return plot_problem(args.plot)
     return None
 
 
@@ -269,12 +293,6 @@ def main(args) -> int:
     if problem:
         print(f"simulate: {problem}", file=sys.stderr)
         return 2
-    if args.plot:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            print("simulate: --plot needs matplotlib (pip install matplotlib)", file=sys.stderr)
-            return 2
     behaviour = "WITHOUT the fix (old behaviour)" if args.without_fix else "with the fix"
     print(f"simulate: mode {args.mode}, num_model_steps {args.num_model_steps}, {args.steps} steps, "
           f"batch {args.batch}, seed {args.seed}, {behaviour}")

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from fastdeploy_mtp import ops, proposer as proposer_mod, registration
+from fastdeploy_mtp.buffers import write as _write
 from fastdeploy_mtp.proposer import (MTPProposer, ProposerConfig, ProposerError, Request,
-                                     _write, make_base_buffers)
+                                     make_base_buffers)
 
 N, L = 6, 64
 
@@ -34,10 +35,11 @@ def test_mixed_insert_writes_the_spec_state():
 
 def test_mixed_insert_with_multimodal_offsets():
     p = build("mixed", k=2)
-    p.insert([Request(slot=0, prompt=[5, 6, 7], mask_offsets=[0, 0, 3])])
+    # Position 0 is text, positions 1..2 an image span that attends itself whole.
+    p.insert([Request(slot=0, prompt=[5, 6, 7], mask_offsets=[0, 2, 2])])
     s = snapshot(p)
-    assert s["attn_mask_offsets_full"][0, :3].tolist() == [0, 0, 3]
-    assert s["attn_mask_offsets_decoder"][0] == 4
+    assert s["attn_mask_offsets_full"][0, :3].tolist() == [0, 2, 2]
+    assert s["attn_mask_offsets_decoder"][0] == 3
 
 
 @pytest.mark.parametrize("k", [1, 2, 4])
@@ -190,11 +192,12 @@ def test_drifted_wrapper_fails_loudly(monkeypatch):
 
 def test_insert_cost_grows_with_buffers_not_requests(monkeypatch):
     writes = []
-    real = proposer_mod._write
-    monkeypatch.setattr(proposer_mod, "_write", lambda t, a: (writes.append(1), real(t, a)))
+    real = proposer_mod.write
+    monkeypatch.setattr(proposer_mod, "write", lambda t, a: (writes.append(1), real(t, a)))
     p = build(k=2)
     counts = []
     for n in (1, N):
+        p.release(range(N))
         writes.clear()
         p.insert([Request(slot=i, prompt=[3, 4, 5]) for i in range(n)])
         counts.append(len(writes))
