@@ -2,7 +2,8 @@
 # The CUDA path on a real GPU, in one go, with a short report.
 #
 # Run on the device machine from the repo root, with paddlepaddle-gpu on
-# PYTHONPATH (../shared/gpu/README.md) and, in .whl/, wheels of what the
+# PYTHONPATH (paddlepaddle-gpu 2.6.2 runs there; Paddle's own GPU kernels need
+# not) and, in .whl/, wheels of what the
 # machine lacks (hypothesis). Writes report.md and gpu_check.log to $OUT
 # (default ./gpu-report). Steps: build and install the CUDA library (and prove
 # its error path raises rather than crashes), the registration check, the

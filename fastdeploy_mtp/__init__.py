@@ -2,7 +2,7 @@
 
 - ``fastdeploy_mtp.ops``: the custom ops ``draft_model_preprocess`` and
   ``update_attn_mask_offsets`` (CPU and CUDA), as typed wrappers.
-- ``fastdeploy_mtp.reference``: the same ops in plain numpy, from the spec.
+- ``fastdeploy_mtp.reference``: the same ops in plain numpy, from docs/contract.md.
 - ``fastdeploy_mtp.signature``: the one table of the ops' signatures.
 - ``python -m fastdeploy_mtp check | bench | simulate``.
 

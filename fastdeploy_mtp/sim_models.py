@@ -2,7 +2,7 @@
 
 - ScriptedBase: the base (target) model's buffers and its scripted behaviour:
   prefill, verification accepting 1..(valid drafts + 1) tokens, finishing,
-  block steps and resumes (spec, "The rest of the loop").
+  block steps and resumes (docs/contract.md, "The invariant, and the loop").
 - draft_substep_update: the draft model's own state update after each
   substep's forward and sampling.
 

@@ -6,7 +6,7 @@
 Drives MTPProposer(s) and a scripted base model through many engine steps:
 random accepted counts, draft EOS, base EOS and re-use of the slot, block
 steps and resumes; in ``pd`` mode a prefill-node proposer (one substep) hands
-each request to a decode-node proposer. It checks the spec's invariant for
+each request to a decode-node proposer. It checks the contract's invariant for
 every token written at every substep, and the alignment with the base model
 after every preprocess, and exits 0 if and only if nothing was violated.
 

@@ -2,7 +2,7 @@
 
 Used by the differential tests, the benchmark and the GPU check script. Every
 request takes a branch drawn from a fixed mix so that any batch of a few dozen
-requests reaches every branch of the spec; the values are drawn so that every
+requests reaches every branch of the contract (docs/contract.md); the values are drawn so that every
 per-request check passes (the bad-input tests break them on purpose).
 """
 
