@@ -133,6 +133,11 @@ def _refuse_tensor(sig, arg, t) -> None:
                             "grad (stop_gradient=False); the op is not differentiable")
 
 
+def _refuse_tensors(sig, tensors) -> None:
+    for arg, t in zip(sig.inputs, tensors):
+        _refuse_tensor(sig, arg, t)
+
+
 def _refuse_attr(sig, arg, value) -> None:
     if arg.type is bool:
         if not isinstance(value, (bool, np.bool_)):
@@ -147,10 +152,14 @@ def _refuse_attr(sig, arg, value) -> None:
 _TENSOR_TYPE = []  # paddle.Tensor, once Paddle is imported (importing this module needs none)
 
 
+_STRIDED = [False]  # whether this Paddle has strided (possibly non-contiguous) views
+
+
 def _tensor_type():
     if not _TENSOR_TYPE:
         import paddle
 
+        _STRIDED[0] = hasattr(paddle.Tensor, "is_contiguous")
         _TENSOR_TYPE.append(paddle.Tensor)
     return _TENSOR_TYPE[0]
 
@@ -169,33 +178,42 @@ def _check_boundary(sig, tensors, attrs=()) -> None:
     in-place write to it would be lost) and refuses an in-place write to a
     tensor that requires grad only after the kernel ran; None and attributes
     of the wrong type must not reach the library either. Everything else
-    (dtypes, shapes, devices, overlap, values) is checked in C++. The common
-    case is one pass of cheap tests; the slow path only words the error.
+    (dtypes, shapes, devices, overlap, values) is checked in C++, and Paddle
+    itself refuses a non-tensor before the op runs (``_call`` words that).
+    The common case is one pass over the written tensors; the slow path only
+    words the error.
     """
-    tensor = _tensor_type()
-    ok = all(isinstance(t, tensor) for t in tensors)
-    if ok:
-        strided = hasattr(tensor, "is_contiguous")  # Paddle 2.6 has no strided views
-        for k in _WRITTEN_POSITIONS[sig.name]:
-            t = tensors[k]
-            if not t.stop_gradient or (strided and not t.is_contiguous()):
-                ok = False
-                break
+    _tensor_type()
+    ok = True
+    try:
+        if _STRIDED[0]:
+            for k in _WRITTEN_POSITIONS[sig.name]:
+                t = tensors[k]
+                if not t.stop_gradient or not t.is_contiguous():
+                    ok = False
+                    break
+        else:  # Paddle 2.6 has no strided views
+            for k in _WRITTEN_POSITIONS[sig.name]:
+                if not tensors[k].stop_gradient:
+                    ok = False
+                    break
+    except AttributeError:  # not a tensor where one is written
+        ok = False
     if not ok:
-        for arg, t in zip(sig.inputs, tensors):
-            _refuse_tensor(sig, arg, t)
+        _refuse_tensors(sig, tensors)
     for arg, value in zip(sig.attrs, attrs):
         _refuse_attr(sig, arg, value)
 
 
-def _call(op_name: str, *args):
-    op = getattr(load_library(), op_name)
+def _call(sig, tensors, attrs=()):
+    op = getattr(load_library(), sig.name)
     try:
-        return op(*args)
+        return op(*tensors, *attrs)
     except Exception as e:  # Paddle re-raises the op's C++ exception (OSError in 3.3)
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        if first_line.startswith(op_name + ":"):
+        if first_line.startswith(sig.name + ":"):
             raise BadInputError(first_line) from e
+        _refuse_tensors(sig, tensors)  # Paddle refused a non-tensor: say which, in our words
         raise
 
 
@@ -249,8 +267,7 @@ def draft_model_preprocess(
     )
     attrs = (num_model_step, truncate_first_token, splitwise_prefill, kvcache_scheduler_v1)
     _check_boundary(DRAFT_MODEL_PREPROCESS, tensors, attrs)
-    _call(DRAFT_MODEL_PREPROCESS.name, *tensors, int(num_model_step),
-          *(bool(a) for a in attrs[1:]))
+    _call(DRAFT_MODEL_PREPROCESS, tensors, (int(num_model_step), *(bool(a) for a in attrs[1:])))
 
 
 def update_attn_mask_offsets(
@@ -282,7 +299,7 @@ def update_attn_mask_offsets(
         decode_states, mask_rollback,
     )
     _check_boundary(UPDATE_ATTN_MASK_OFFSETS, tensors)
-    outs = _call(UPDATE_ATTN_MASK_OFFSETS.name, *tensors)
+    outs = _call(UPDATE_ATTN_MASK_OFFSETS, tensors)
     return outs[0] if isinstance(outs, (list, tuple)) else outs
 
 
@@ -297,4 +314,4 @@ def raise_pending_errors(x: Tensor) -> None:
     nothing for a CPU tensor. Raises :class:`BadInputError`.
     """
     _check_boundary(RAISE_PENDING_ERRORS, (x,))
-    _call(RAISE_PENDING_ERRORS.name, x)
+    _call(RAISE_PENDING_ERRORS, (x,))

@@ -121,9 +121,11 @@ def test_big_batches_on_two_streams():
     side = paddle.device.cuda.Stream()
     batches = [states.preprocess_state(np.random.default_rng(17 + n), 4096, num_model_step=3)
                for n in range(2)]
-    for s in batches:  # stays valid through three rollbacks of 2
+    for s in batches:  # stays valid through three rollbacks of 2 (a re-sync may set step 0)
         s["seq_lens_decoder"] += 1000
         s["base_model_seq_lens_decoder"] += 1000
+        s["step_idx"] += 1000
+        s["base_model_step_idx"][s["accept_num"] == 0] += 1000
     tensors = [to_tensors(s, "gpu", host_flag=False) for s in batches]
     for _ in range(3):  # both streams busy at once, several times
         with paddle.device.cuda.stream_guard(side):
