@@ -47,7 +47,7 @@ def _bench_gpu(args) -> int:
 
 
 def _simulate(args) -> int:
-    from .simulate import main as simulate_main
+    from .simulate_cli import main as simulate_main
 
     return simulate_main(args)
 
@@ -61,7 +61,7 @@ def main(argv=None) -> int:
                    help="default: gpu if Paddle has CUDA, else cpu")
     b.add_argument("--bsz", type=int, nargs="+", default=[1, 64, 512, 4096])
     b.add_argument("--repeat", type=int, default=200, help="op calls timed per size")
-    from .simulate import add_arguments
+    from .simulate_cli import add_arguments
 
     sim = sub.add_parser("simulate", help="closed-loop simulation: do the mask offsets stay right?")
     add_arguments(sim)

@@ -23,9 +23,14 @@ EOS = 2  # the end token of the simulated vocabulary
 VOCAB = 1000
 
 
-def sample_tokens(rng, n: int, eos_prob: float) -> np.ndarray:
+def sample_tokens(rng, n: int, eos_prob: float, chosen=None) -> np.ndarray:
+    """n sampled tokens: random, or where `chosen` ({row: token}, a model's
+    greedy pick) says; then the end token with probability eos_prob."""
     toks = rng.integers(3, VOCAB, n)
-    toks[rng.random(n) < eos_prob] = EOS
+    eos = rng.random(n) < eos_prob
+    for i, tok in (chosen or {}).items():
+        toks[i] = tok
+    toks[eos] = EOS
     return toks
 
 
@@ -34,6 +39,7 @@ class SlotLife:
     """What the scripted runner knows of one slot's request."""
 
     prompt: List[int] = field(default_factory=list)
+    mask_offsets: Optional[np.ndarray] = None  # the prompt's (text: 0..n-1)
     active: bool = False        # a request lives in the slot
     finished: bool = False      # the base finished it this step (freed next step)
     blocked_for: int = 0        # engine steps left in a block step
@@ -60,9 +66,10 @@ class ScriptedBase:
     def free_slots(self) -> List[int]:
         return [i for i, s in enumerate(self.slots) if not s.active]
 
-    def admit(self, slot: int, prompt: List[int], handover=None) -> None:
-        self.slots[slot] = SlotLife(prompt=list(prompt), active=True, new=True,
-                                    handover=handover)
+    def admit(self, slot: int, prompt: List[int], handover=None, mask_offsets=None) -> None:
+        offsets = np.arange(len(prompt)) if mask_offsets is None else np.asarray(mask_offsets)
+        self.slots[slot] = SlotLife(prompt=list(prompt), mask_offsets=offsets, active=True,
+                                    new=True, handover=handover)
 
     def _valid_drafts(self, i: int) -> int:
         row = self.a["draft_tokens"][i, 1:]
@@ -138,9 +145,10 @@ class ScriptedBase:
 
 
 def draft_substep_update(p: MTPProposer, substep: int, rng, eos_prob: float,
-                         max_dec_len: int) -> np.ndarray:
-    """The draft model's forward, sampling and state update after one substep.
+                         max_dec_len: int, chosen=None) -> np.ndarray:
+    """The draft model's sampling and state update after one substep's forward.
 
+    `chosen`: {slot: token} from a real draft model (default: random tokens).
     Returns the tokens sampled (one a request; -1 where the request did not run).
     """
     names = ("seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "step_idx",
@@ -150,7 +158,7 @@ def draft_substep_update(p: MTPProposer, substep: int, rng, eos_prob: float,
     n_all, E, S, step, stop = (s["seq_lens_this_time"], s["seq_lens_encoder"],
                                s["seq_lens_decoder"], s["step_idx"], s["stop_flags"])
     N = n_all.shape[0]
-    toks = sample_tokens(rng, N, eos_prob)
+    toks = sample_tokens(rng, N, eos_prob, chosen)
     col = substep + 1
     prefill_node = p.config.role == "prefill"
     for i in range(N):

@@ -1,29 +1,36 @@
 """Closed-loop simulator: proves the mask offsets stay right step after step.
 
 ``python -m fastdeploy_mtp simulate [--mode mixed|pd] [--num-model-steps K]
-[--steps N] [--batch B] [--seed S] [--without-fix] [--plot FILE.png]``
+[--steps N] [--batch B] [--seed S] [--without-fix] [--draft-model tiny]
+[--image-prob P] [--plot FILE.png]``
 
 Drives MTPProposer(s) and a scripted base model through many engine steps:
 random accepted counts, draft EOS, base EOS and re-use of the slot, block
 steps and resumes; in ``pd`` mode a prefill-node proposer (one substep) hands
-each request to a decode-node proposer. It checks the contract's invariant for
-every token written at every substep, and the alignment with the base model
-after every preprocess, and exits 0 if and only if nothing was violated.
+each request to a decode-node proposer. After every preprocess it checks the
+alignment with the base model (``seq_lens_decoder`` and ``step_idx``,
+``not_need_stop``); at every substep, that every token written gets the mask
+end of its position (docs/contract.md, "The invariant").
 
-``--without-fix`` replays the old behaviour: the op's update of mask_rollback
-is undone and a decode node presets mask_rollback to 1.
+``--draft-model tiny`` puts a real attention model (``tiny_model``) in the
+loop: it runs on the op's offsets with a KV cache, its greedy tokens are the
+draft's, and every forward is compared with a cache-free recomputation
+(``draft_check``). ``--image-prob P`` gives prompts image spans that attend
+themselves bidirectionally. ``--without-fix`` replays the old behaviour: the
+op's update of mask_rollback is undone and a decode node presets 1.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import List, Optional
 
 import numpy as np
 
 from .buffers import make_base_buffers, read as _read, write as _write
+from .draft_check import DraftRunner, ModelTally
 from .proposer import MTPProposer, ProposerConfig, Request
 from .sim_models import VOCAB, ScriptedBase, draft_substep_update
 
@@ -36,19 +43,25 @@ class Tally:
     substeps: int = 0
     step_error: List[int] = field(default_factory=list)  # max |offset error| per step
     first_violation: Optional[str] = None
+    model: Optional[ModelTally] = None  # with --draft-model
 
     @property
     def violations(self) -> int:
         return self.mask_violations + self.align_violations
+
+    @property
+    def failed(self) -> bool:
+        return self.violations > 0 or (self.model is not None and self.model.disagreements > 0)
 
     def note(self, msg: str) -> None:
         if self.first_violation is None:
             self.first_violation = msg
 
 
-def check_mask_offsets(p: MTPProposer, out: np.ndarray, cu: np.ndarray, tally: Tally,
-                       where: str) -> int:
-    """The invariant: every token written gets offset == its KV position + 1."""
+def check_mask_offsets(p: MTPProposer, base: ScriptedBase, out: np.ndarray, cu: np.ndarray,
+                       tally: Tally, where: str) -> int:
+    """The invariant: every token written gets the mask end of its position:
+    its prompt's offset + 1 at a prompt position, KV position + 1 after."""
     n_all = _read(p.state["seq_lens_this_time"])
     E, S = _read(p.state["seq_lens_encoder"]), _read(p.state["seq_lens_decoder"])
     block = _read(p.state["is_block_step"])
@@ -56,33 +69,44 @@ def check_mask_offsets(p: MTPProposer, out: np.ndarray, cu: np.ndarray, tally: T
     for i in np.nonzero(n_all > 0)[0]:
         if block[i] or (E[i] == 0 and S[i] == 0):
             continue  # the op writes nothing for it
-        j = np.arange(n_all[i])
-        got = out[(cu[i] + j) * 2 + 1]
-        want = S[i] + j + 1
-        tally.tokens += len(j)
+        pos = S[i] + np.arange(n_all[i])
+        got = out[(cu[i] + np.arange(n_all[i])) * 2 + 1]
+        prompt = base.slots[i].mask_offsets
+        want = pos + 1
+        in_prompt = pos < prompt.shape[0]
+        want[in_prompt] = prompt[pos[in_prompt]] + 1
+        tally.tokens += len(pos)
         bad = got != want
         if bad.any():
             tally.mask_violations += int(bad.sum())
             worst = max(worst, int(np.abs(got - want).max()))
-            tally.note(f"{where}: slot {i}: mask offsets {got.tolist()}, KV positions + 1 "
+            tally.note(f"{where}: slot {i}: mask offsets {got.tolist()}, true ends "
                        f"{want.tolist()}")
     return worst
 
 
-def check_alignment(p: MTPProposer, base: ScriptedBase, tally: Tally, where: str) -> None:
-    """After preprocess a running decode request has S == base S - accept_num."""
-    st = {n: _read(p.state[n]) for n in ("stop_flags", "seq_lens_encoder", "seq_lens_decoder")}
+def check_alignment(p: MTPProposer, base: ScriptedBase, running: bool, tally: Tally,
+                    where: str) -> None:
+    """After preprocess a running decode request has S == base S - accept_num
+    and step_idx == base step_idx - accept_num; not_need_stop == any runs."""
+    st = {n: _read(p.state[n]) for n in ("stop_flags", "seq_lens_encoder", "seq_lens_decoder",
+                                          "step_idx")}
+    if running != bool((~st["stop_flags"]).any()):
+        tally.align_violations += 1
+        tally.note(f"{where}: not_need_stop {running}, but "
+                   f"{int((~st['stop_flags']).sum())} requests run")
     for i, life in enumerate(base.slots):
         if not life.active or base.a["stop_flags"][i] or st["stop_flags"][i]:
             continue
         if st["seq_lens_encoder"][i] != 0:
             continue
-        want = base.a["seq_lens_decoder"][i] - base.a["accept_num"][i]
-        if st["seq_lens_decoder"][i] != want:
-            tally.align_violations += 1
-            tally.note(f"{where}: slot {i}: draft seq_lens_decoder {st['seq_lens_decoder'][i]}, "
-                       f"base {base.a['seq_lens_decoder'][i]} - accept_num "
-                       f"{base.a['accept_num'][i]} = {want}")
+        a = base.a["accept_num"][i]
+        for name in ("seq_lens_decoder", "step_idx"):
+            want = base.a[name][i] - a
+            if st[name][i] != want:
+                tally.align_violations += 1
+                tally.note(f"{where}: slot {i}: draft {name} {st[name][i]}, base "
+                           f"{base.a[name][i]} - accept_num {a} = {want}")
 
 
 @dataclass
@@ -90,6 +114,7 @@ class Node:
     proposer: MTPProposer
     base: ScriptedBase
     name: str
+    runner: Optional[DraftRunner] = None  # the real draft model, with --draft-model
 
 
 def make_node(name, role, k, args, rng, legacy) -> Node:
@@ -101,7 +126,30 @@ def make_node(name, role, k, args, rng, legacy) -> Node:
     base = ScriptedBase(buffers, k, args.max_dec_len,
                         finish_prob=0.0 if role == "prefill" else args.finish_prob,
                         block_prob=0.0 if role == "prefill" else args.block_prob, rng=rng)
-    return Node(proposer, base, name)
+    runner = None
+    if args.draft_model == "tiny":  # both nodes hold the same weights
+        runner = DraftRunner(args.batch, cfg.max_model_len, VOCAB, seed=0)
+    return Node(proposer, base, name, runner)
+
+
+def step_tokens(p: MTPProposer, n_all: np.ndarray, cu: np.ndarray) -> np.ndarray:
+    """The draft's flat input this substep: a prompt's input_ids, else its draft tokens."""
+    E = _read(p.state["seq_lens_encoder"])
+    source = {"input_ids": _read(p.state["input_ids"]),
+              "draft_tokens": _read(p.state["draft_tokens"])}
+    ids = np.zeros(int(cu[-1]), np.int64)
+    for i in np.nonzero(n_all > 0)[0]:
+        row = source["input_ids" if E[i] > 0 else "draft_tokens"][i]
+        ids[cu[i]:cu[i] + n_all[i]] = row[:n_all[i]]
+    return ids
+
+
+def fed_requests(p: MTPProposer, n_all: np.ndarray, cu: np.ndarray) -> List[tuple]:
+    """(slot, q, n, kv_start) of each request the mask op wrote offsets for."""
+    E, S = _read(p.state["seq_lens_encoder"]), _read(p.state["seq_lens_decoder"])
+    block = _read(p.state["is_block_step"])
+    return [(int(i), int(cu[i]), int(n_all[i]), int(S[i])) for i in np.nonzero(n_all > 0)[0]
+            if not block[i] and not (E[i] == 0 and S[i] == 0)]
 
 
 def engine_step(node: Node, step: int, rng, args, tally: Tally) -> dict:
@@ -110,20 +158,25 @@ def engine_step(node: Node, step: int, rng, args, tally: Tally) -> dict:
 
     p, base = node.proposer, node.base
     counts = base.run()
-    p.prepare_inputs()
+    running = p.prepare_inputs()
     where = f"step {step} {node.name}"
     if p.config.role != "prefill":
-        check_alignment(p, base, tally, where)
+        check_alignment(p, base, running, tally, where)
     worst = 0
     sampled = None
     for sub in range(p.config.substeps):
         n_all = _read(p.state["seq_lens_this_time"])
         cu = np.zeros(n_all.shape[0] + 1, np.int32)
         cu[1:] = np.cumsum(n_all)
-        ids = paddle.to_tensor(np.zeros(int(cu[-1]), np.int64), place=p.place)
-        out = p.update_attn_mask_offsets(ids, paddle.to_tensor(cu, place=p.place)).numpy()
-        worst = max(worst, check_mask_offsets(p, out, cu, tally, f"{where} substep {sub}"))
-        sampled = draft_substep_update(p, sub, rng, args.draft_eos_prob, args.max_dec_len)
+        ids = step_tokens(p, n_all, cu)
+        out = p.update_attn_mask_offsets(paddle.to_tensor(ids, place=p.place),
+                                         paddle.to_tensor(cu, place=p.place)).numpy()
+        here = f"{where} substep {sub}"
+        worst = max(worst, check_mask_offsets(p, base, out, cu, tally, here))
+        chosen = None
+        if node.runner is not None:
+            chosen = node.runner.substep(ids, fed_requests(p, n_all, cu), out, tally.model, here)
+        sampled = draft_substep_update(p, sub, rng, args.draft_eos_prob, args.max_dec_len, chosen)
         tally.substeps += 1
     draft_stopped = _read(p.state["stop_flags"])
     counts["stopped"] = sum(1 for i, s in enumerate(base.slots)
@@ -133,22 +186,44 @@ def engine_step(node: Node, step: int, rng, args, tally: Tally) -> dict:
     return counts
 
 
+def new_prompt(rng, args):
+    """A prompt and its mask offsets: text, or with probability --image-prob
+    one or two image spans of 4..16 tokens that attend themselves whole."""
+    n = int(rng.integers(2, args.max_prompt + 1))
+    prompt = rng.integers(3, VOCAB, n).tolist()
+    offsets = np.arange(n)
+    if args.image_prob > 0 and rng.random() < args.image_prob and n >= 4:
+        at = int(rng.integers(0, n - 3))
+        for _ in range(int(rng.integers(1, 3))):
+            if n - at < 4:
+                break
+            length = int(rng.integers(4, min(16, n - at) + 1))
+            offsets[at:at + length] = at + length - 1
+            at += length + int(rng.integers(0, 4))
+    return prompt, offsets
+
+
 def admit_new(node: Node, rng, args, handovers=None) -> List[int]:
-    """Insert requests into free slots: new prompts, or handed-over ones."""
+    """Insert requests into free slots: new prompts, or handed-over ones
+    (prompt, mask offsets, first token, draft token, the prefill node's KV)."""
     free = node.base.free_slots()
     if handovers is None:
         free = [s for s in free if rng.random() < args.arrival_prob]
-        reqs = [Request(slot=s, prompt=rng.integers(3, VOCAB, rng.integers(2, args.max_prompt + 1)).tolist())
-                for s in free]
+        made = [new_prompt(rng, args) for _ in free]
+        reqs = [Request(slot=s, prompt=pr, mask_offsets=off.tolist()) for s, (pr, off) in zip(free, made)]
     else:
-        reqs = [Request(slot=s, prompt=h[0], first_token=h[1], draft_token=h[2])
-                for s, h in zip(free, handovers)]
+        reqs = [Request(slot=s, prompt=h[0], mask_offsets=h[1].tolist(), first_token=h[2],
+                        draft_token=h[3]) for s, h in zip(free, handovers)]
     if not reqs:
         return []
     node.proposer.insert(reqs)
-    for r in reqs:
-        node.base.admit(r.slot, r.prompt,
+    for k, r in enumerate(reqs):
+        node.base.admit(r.slot, r.prompt, mask_offsets=r.mask_offsets,
                         handover=None if r.first_token is None else (r.first_token, r.draft_token))
+        if node.runner is not None:
+            node.runner.admit(r.slot, np.asarray(r.mask_offsets))
+            if handovers is not None:
+                node.runner.import_prompt(r.slot, handovers[k][4])
     return [r.slot for r in reqs]
 
 
@@ -157,22 +232,40 @@ def release_finished(node: Node) -> None:
     node.proposer.release(done)
 
 
+class Progress:
+    """A line on stderr every few seconds of a long run."""
+
+    def __init__(self, total: int, every_s: float = 5.0):
+        self.total, self.every_s = total, every_s
+        self.t0 = self.last = time.time()
+
+    def tick(self, step: int) -> None:
+        now = time.time()
+        if now - self.last >= self.every_s:
+            self.last = now
+            print(f"simulate: step {step + 1}/{self.total}, {now - self.t0:.0f} s", file=sys.stderr,
+                  flush=True)
+
+
 def run(args, legacy: bool, print_rows: bool = True, out=print) -> Tally:
     rng = np.random.default_rng(args.seed)
     k = args.num_model_steps
-    tally = Tally()
+    tally = Tally(model=ModelTally() if args.draft_model else None)
     if args.mode == "mixed":
         nodes = [make_node("mixed", "mixed", k, args, rng, legacy)]
     else:
         nodes = [make_node("prefill", "prefill", k, args, rng, legacy),
                  make_node("decode", "decode", k, args, rng, legacy)]
+    model_cols = f" {'checked':>7} {'disagree':>8}" if tally.model else ""
     if print_rows:
         out(f"{'step':>5} {'new':>4} {'verif':>5} {'block':>5} {'fin':>4} {'dstop':>5} "
-            f"{'tokens':>7} {'viol':>5} {'max err':>7}")
+            f"{'tokens':>7} {'viol':>5} {'max err':>7}{model_cols}")
+    progress = Progress(args.steps)
     pending: List[tuple] = []  # prefill node -> decode node
     for step in range(args.steps):
         row = dict(new=0, verified=0, blocked=0, finished=0, stopped=0, worst=0)
         before_tokens, before_viol = tally.tokens, tally.violations
+        before_model = (tally.model.tokens, tally.model.disagreements) if tally.model else None
         for node in nodes:
             if node.name == "decode":
                 room = len(node.base.free_slots())
@@ -185,128 +278,25 @@ def run(args, legacy: bool, print_rows: bool = True, out=print) -> Tally:
                 row[key] += c[key]
             row["worst"] = max(row["worst"], c["worst"])
             if node.name == "prefill":
-                # Hand each prefilled request over and free the prefill slot.
+                # Hand each prefilled request over (with its draft KV) and free the slot.
                 for i in admitted:
+                    life = node.base.slots[i]
                     first = int(node.base.a["accept_tokens"][i, 0])
-                    pending.append((node.base.slots[i].prompt, first, int(c["sampled"][i])))
-                    node.base.slots[i].finished = True
+                    kv = node.runner.export_prompt(i, len(life.prompt)) if node.runner else None
+                    pending.append((life.prompt, life.mask_offsets, first, int(c["sampled"][i]), kv))
+                    life.finished = True
                     node.base.a["stop_flags"][i] = True
                 _write(node.base.buffers["stop_flags"], node.base.a["stop_flags"])
             release_finished(node)
         tally.step_error.append(row["worst"])
+        model_row = ""
+        if tally.model:
+            d = tally.model.disagreements - before_model[1]
+            tally.model.step_disagreements.append(d)
+            model_row = f" {tally.model.tokens - before_model[0]:>7} {d:>8}"
         if print_rows:
             out(f"{step:>5} {row['new']:>4} {row['verified']:>5} {row['blocked']:>5} "
                 f"{row['finished']:>4} {row['stopped']:>5} {tally.tokens - before_tokens:>7} "
-                f"{tally.violations - before_viol:>5} {row['worst']:>7}")
+                f"{tally.violations - before_viol:>5} {row['worst']:>7}{model_row}")
+        progress.tick(step)
     return tally
-
-
-def plot(args, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fixed = run(args, legacy=False, print_rows=False)
-    old = run(args, legacy=True, print_rows=False)
-    fig, ax = plt.subplots(figsize=(8, 4))
-    ax.plot(old.step_error, label="without the fix", color="tab:red")
-    ax.plot(fixed.step_error, label="with the fix", color="tab:green")
-    ax.set_xlabel("engine step")
-    ax.set_ylabel("max |mask offset - (KV position + 1)|")
-    ax.set_title(f"mask-offset error per step, mode {args.mode}, num_model_steps {args.num_model_steps}")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    print(f"plot: {path} (with the fix: {fixed.violations} violations; "
-          f"without: {old.violations})")
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--mode", choices=["mixed", "pd"], default="mixed")
-    p.add_argument("--num-model-steps", "-k", type=int, default=3)
-    p.add_argument("--steps", type=int, default=60)
-    p.add_argument("--batch", type=int, default=8, help="slots (max_num_seqs)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--without-fix", action="store_true")
-    p.add_argument("--plot", metavar="FILE.png")
-    p.add_argument("--quiet", action="store_true", help="summary only")
-    p.add_argument("--max-prompt", type=int, default=24)
-    p.add_argument("--max-dec-len", type=int, default=40)
-    p.add_argument("--arrival-prob", type=float, default=0.7)
-    p.add_argument("--finish-prob", type=float, default=0.04)
-    p.add_argument("--block-prob", type=float, default=0.04)
-    p.add_argument("--draft-eos-prob", type=float, default=0.05)
-
-
-# Bounds that keep a run within this machine's memory and a sensible time.
-LIMITS = {"num_model_steps": 64, "steps": 100_000, "batch": 4096, "max_prompt": 8192,
-          "max_dec_len": 8192}
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def plot_problem(path: str):
-    """Why `--plot path` could not be written, checked before the run."""
-    try:
-        import matplotlib
-    except ImportError:
-        return "--plot needs matplotlib (pip install matplotlib)"
-    import os
-
-    matplotlib.use("Agg")
-    from matplotlib.backend_bases import FigureCanvasBase
-
-    ext = os.path.splitext(path)[1].lstrip(".").lower()
-    formats = FigureCanvasBase.get_supported_filetypes()
-    if ext not in formats:
-        return (f"--plot {path}: unknown image type {ext!r}; use one of "
-                f"{', '.join(sorted(formats))}")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        return f"--plot {path}: the folder {folder} does not exist or is not writable"
-    if os.path.isdir(path):
-        return f"--plot {path}: is a folder"
-    return None
-
-
-def validate(args) -> Optional[str]:
-    if args.seed < 0:
-        return "--seed must be >= 0"
-    for name, low in (("num_model_steps", 1), ("steps", 1), ("batch", 1), ("max_prompt", 2),
-                      ("max_dec_len", 2)):
-        v, high = getattr(args, name), LIMITS[name]
-        if not low <= v <= high:
-            return f"{_flag(name)} must be within [{low}, {high}], got {v}"
-    for name in ("arrival_prob", "finish_prob", "block_prob", "draft_eos_prob"):
-        if not 0.0 <= getattr(args, name) <= 1.0:
-            return f"{_flag(name)} must be within [0, 1]"
-    if args.plot:
-        return plot_problem(args.plot)
-    return None
-
-
-def main(args) -> int:
-    problem = validate(args)
-    if problem:
-        print(f"simulate: {problem}", file=sys.stderr)
-        return 2
-    behaviour = "WITHOUT the fix (old behaviour)" if args.without_fix else "with the fix"
-    print(f"simulate: mode {args.mode}, num_model_steps {args.num_model_steps}, {args.steps} steps, "
-          f"batch {args.batch}, seed {args.seed}, {behaviour}")
-    t = run(args, legacy=args.without_fix, print_rows=not args.quiet)
-    print(f"summary: {args.steps} steps, {t.substeps} substeps, {t.tokens} tokens checked, "
-          f"{t.violations} violations ({t.mask_violations} mask offsets, "
-          f"{t.align_violations} alignment)")
-    if t.first_violation:
-        print(f"first violation: {t.first_violation}")
-    if args.without_fix and t.violations == 0 and args.num_model_steps == 1:
-        print("with num_model_steps 1 there is nothing to roll back: the old behaviour was "
-              "already right")
-    if args.plot:
-        plot(args, args.plot)
-    print("OK: the mask offsets stayed right" if t.violations == 0
-          else "FAILED: the mask offsets drifted")
-    return 0 if t.violations == 0 else 1

@@ -4,12 +4,12 @@ import argparse
 
 import pytest
 
-from fastdeploy_mtp import simulate
+from fastdeploy_mtp import simulate, simulate_cli
 
 
 def args(**kw):
     p = argparse.ArgumentParser()
-    simulate.add_arguments(p)
+    simulate_cli.add_arguments(p)
     a = p.parse_args([])
     a.steps, a.batch = 40, 6
     for k, v in kw.items():
@@ -56,20 +56,20 @@ def test_the_simulator_exercises_every_path():
 
 
 def test_main_exit_codes_and_summary(capsys):
-    assert simulate.main(args(num_model_steps=3, steps=15, quiet=True)) == 0
+    assert simulate_cli.main(args(num_model_steps=3, steps=15, quiet=True)) == 0
     out = capsys.readouterr().out
     assert "0 violations" in out and "OK" in out
-    assert simulate.main(args(num_model_steps=3, steps=15, quiet=True, without_fix=True)) == 1
+    assert simulate_cli.main(args(num_model_steps=3, steps=15, quiet=True, without_fix=True)) == 1
     assert "FAILED" in capsys.readouterr().out
-    assert simulate.main(args(num_model_steps=1, steps=15, quiet=True, without_fix=True)) == 0
+    assert simulate_cli.main(args(num_model_steps=1, steps=15, quiet=True, without_fix=True)) == 0
     assert "already right" in capsys.readouterr().out
-    assert simulate.main(args(num_model_steps=0)) == 2
+    assert simulate_cli.main(args(num_model_steps=0)) == 2
 
 
 def test_plot(tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "err.png"
-    assert simulate.main(args(num_model_steps=2, steps=12, quiet=True, plot=str(path))) == 0
+    assert simulate_cli.main(args(num_model_steps=2, steps=12, quiet=True, plot=str(path))) == 0
     assert path.stat().st_size > 1000
     assert path.read_bytes()[:4] == b"\x89PNG"
 

@@ -1,0 +1,88 @@
+"""The real draft model in the simulator's loop, and its oracle.
+
+One ``DraftRunner`` a node: a ``TinyDecoder`` with its KV cache, and what the
+draft really holds at each position of each slot (the token last written
+there). Each draft substep it runs the cached forward on the op's mask offsets
+and, for every request it fed, recomputes the same model *without a cache*
+over the tokens held at positions ``0..p``, each position attending its true
+keys: the end its prompt's mask offsets give at a prompt position (an image
+span attends itself whole), causal (``p + 1``) at every later one. Every query
+token is compared: logits within ``TOLERANCE`` and the same argmax, or it is a
+disagreement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from .tiny_model import TinyConfig, TinyDecoder
+
+TOLERANCE = 1e-4  # float32 logits of the cached and the cache-free forward
+
+
+@dataclass
+class ModelTally:
+    tokens: int = 0            # query tokens compared
+    disagreements: int = 0
+    max_diff: float = 0.0
+    step_disagreements: List[int] = field(default_factory=list)
+    first: Optional[str] = None
+
+
+class DraftRunner:
+    def __init__(self, max_num_seqs: int, max_model_len: int, vocab: int, seed: int = 0):
+        self.model = TinyDecoder(TinyConfig(vocab=vocab, seed=seed), max_num_seqs, max_model_len)
+        self.held = np.full((max_num_seqs, max_model_len), -1, np.int64)
+        self.prompt_ends: Dict[int, np.ndarray] = {}  # slot -> true ends of its prompt positions
+
+    def admit(self, slot: int, mask_offsets: np.ndarray) -> None:
+        """A new request in `slot`: its prompt's true mask. The cache and the
+        held tokens keep whatever was there (a real runner does not clear them)."""
+        self.prompt_ends[slot] = np.asarray(mask_offsets, np.int64) + 1
+
+    def export_prompt(self, slot: int, n: int) -> tuple:
+        """What a prefill node hands over with a request: the draft K/V of
+        positions 0..n-1 (and, for the oracle's bookkeeping, the tokens they
+        were computed from)."""
+        return self.model.export_slot(slot, n), self.held[slot, :n].copy()
+
+    def import_prompt(self, slot: int, handed: tuple) -> None:
+        kv, held = handed
+        self.model.import_slot(slot, kv)
+        self.held[slot, :held.shape[0]] = held
+
+    def true_ends(self, slot: int, M: int) -> np.ndarray:
+        ends = np.arange(1, M + 1, dtype=np.int64)
+        prompt = self.prompt_ends[slot]
+        k = min(M, prompt.shape[0])
+        ends[:k] = prompt[:k]
+        return ends
+
+    def substep(self, ids: np.ndarray, fed: List[tuple], offsets: np.ndarray, tally: ModelTally,
+                where: str) -> Dict[int, int]:
+        """The cached forward over `fed` = [(slot, q, n, kv_start)], checked against
+        the cache-free one. Returns each fed slot's greedy next token."""
+        logits = self.model.forward_cached(ids, fed, offsets)
+        greedy = {}
+        for slot, q, n, start in fed:
+            self.held[slot, start:start + n] = ids[q:q + n]
+            M = start + n
+            full = self.model.forward_full(self.held[slot, :M], self.true_ends(slot, M))
+            got, want = logits[q:q + n], full[start:M]
+            diff = np.abs(got - want).max(axis=1)
+            bad = (diff > TOLERANCE) | (got.argmax(axis=1) != want.argmax(axis=1))
+            tally.tokens += n
+            tally.max_diff = max(tally.max_diff, float(diff.max()))
+            if bad.any():
+                tally.disagreements += int(bad.sum())
+                if tally.first is None:
+                    j = int(np.nonzero(bad)[0][0])
+                    tally.first = (f"{where}: slot {slot} position {start + j}: cached logits "
+                                   f"differ from the cache-free recomputation by "
+                                   f"{diff[j]:.3g} (mask end {int(offsets[2 * (q + j) + 1])}, "
+                                   f"true end {int(self.true_ends(slot, M)[start + j])})")
+            greedy[slot] = int(got[-1].argmax())
+        return greedy

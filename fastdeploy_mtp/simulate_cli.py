@@ -1,0 +1,152 @@
+"""The simulator's command line: ``python -m fastdeploy_mtp simulate ...``.
+
+Arguments, their checks (all before the run), the plot and the summary; the
+loop itself is ``simulate.run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Optional
+
+from .simulate import run
+
+# Bounds that keep a run within this machine's memory and a sensible time.
+LIMITS = {"num_model_steps": 64, "steps": 100_000, "batch": 4096, "max_prompt": 8192,
+          "max_dec_len": 8192}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mode", choices=["mixed", "pd"], default="mixed")
+    p.add_argument("--num-model-steps", "-k", type=int, default=3)
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--batch", type=int, default=8, help="slots (max_num_seqs)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--without-fix", action="store_true")
+    p.add_argument("--draft-model", choices=["tiny"], default=None,
+                   help="a real attention model as the draft, checked against a cache-free "
+                        "recomputation at every forward")
+    p.add_argument("--image-prob", type=float, default=0.0,
+                   help="probability that a prompt has image spans (bidirectional mask)")
+    p.add_argument("--plot", metavar="FILE.png")
+    p.add_argument("--quiet", action="store_true", help="summary only")
+    p.add_argument("--max-prompt", type=int, default=24)
+    p.add_argument("--max-dec-len", type=int, default=40)
+    p.add_argument("--arrival-prob", type=float, default=0.7)
+    p.add_argument("--finish-prob", type=float, default=0.04)
+    p.add_argument("--block-prob", type=float, default=0.04)
+    p.add_argument("--draft-eos-prob", type=float, default=0.05)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def plot_problem(path: str):
+    """Why `--plot path` could not be written, checked before the run."""
+    try:
+        import matplotlib
+    except ImportError:
+        return "--plot needs matplotlib (pip install matplotlib)"
+    matplotlib.use("Agg")
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    ext = os.path.splitext(path)[1].lstrip(".").lower()
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if ext not in formats:
+        return (f"--plot {path}: unknown image type {ext!r}; use one of "
+                f"{', '.join(sorted(formats))}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        return f"--plot {path}: the folder {folder} does not exist or is not writable"
+    if os.path.isdir(path):
+        return f"--plot {path}: is a folder"
+    return None
+
+
+def validate(args) -> Optional[str]:
+    if args.seed < 0:
+        return "--seed must be >= 0"
+    for name, low in (("num_model_steps", 1), ("steps", 1), ("batch", 1), ("max_prompt", 2),
+                      ("max_dec_len", 2)):
+        v, high = getattr(args, name), LIMITS[name]
+        if not low <= v <= high:
+            return f"{_flag(name)} must be within [{low}, {high}], got {v}"
+    for name in ("arrival_prob", "finish_prob", "block_prob", "draft_eos_prob", "image_prob"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            return f"{_flag(name)} must be within [0, 1]"
+    if args.plot:
+        return plot_problem(args.plot)
+    return None
+
+
+def plot(args, path: str) -> None:
+    """Per step, with and without the fix: the worst mask-offset error, and
+    with --draft-model the disagreements with the cache-free recomputation."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fixed = run(args, legacy=False, print_rows=False)
+    old = run(args, legacy=True, print_rows=False)
+    panels = [("max |mask offset - true end|", lambda t: t.step_error)]
+    if fixed.model is not None:
+        panels.append(("disagreements with the cache-free model",
+                       lambda t: t.model.step_disagreements))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 3.2 * len(panels)), squeeze=False)
+    for ax, (label, series) in zip(axes[:, 0], panels):
+        ax.plot(series(old), label="without the fix", color="tab:red")
+        ax.plot(series(fixed), label="with the fix", color="tab:green")
+        ax.set_ylabel(label)
+        ax.legend()
+    axes[-1, 0].set_xlabel("engine step")
+    axes[0, 0].set_title(f"per step, mode {args.mode}, num_model_steps {args.num_model_steps}"
+                         + (f", image prob {args.image_prob}" if args.image_prob else ""))
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    said = f"{fixed.violations} violations"
+    said_old = f"{old.violations} violations"
+    if fixed.model is not None:
+        said += f", {fixed.model.disagreements} disagreements"
+        said_old += f", {old.model.disagreements} disagreements"
+    print(f"plot: {path} (with the fix: {said}; without: {said_old})")
+
+
+def main(args) -> int:
+    problem = validate(args)
+    if problem:
+        print(f"simulate: {problem}", file=sys.stderr)
+        return 2
+    behaviour = "WITHOUT the fix (old behaviour)" if args.without_fix else "with the fix"
+    extra = f", draft model {args.draft_model}" if args.draft_model else ""
+    extra += f", image prob {args.image_prob}" if args.image_prob else ""
+    print(f"simulate: mode {args.mode}, num_model_steps {args.num_model_steps}, {args.steps} steps, "
+          f"batch {args.batch}, seed {args.seed}, {behaviour}{extra}")
+    t = run(args, legacy=args.without_fix, print_rows=not args.quiet)
+    print(f"summary: {args.steps} steps, {t.substeps} substeps, {t.tokens} tokens checked, "
+          f"{t.violations} violations ({t.mask_violations} mask offsets, "
+          f"{t.align_violations} alignment)")
+    if t.model is not None:
+        print(f"draft model: {t.model.tokens} draft tokens checked against a cache-free "
+              f"recomputation, {t.model.disagreements} disagreements, max |logit diff| "
+              f"{t.model.max_diff:.3g}")
+    if t.first_violation:
+        print(f"first violation: {t.first_violation}")
+    if t.model is not None and t.model.first:
+        print(f"first disagreement: {t.model.first}")
+    if args.without_fix and not t.failed and args.num_model_steps == 1:
+        print("with num_model_steps 1 there is nothing to roll back: the old behaviour was "
+              "already right")
+    if args.plot:
+        plot(args, args.plot)
+    if not t.failed:
+        print("OK: the mask offsets stayed right" + (" and the draft model computed exactly "
+                                                     "what a cache-free one does"
+                                                     if t.model is not None else ""))
+    else:
+        print("FAILED: " + ("the mask offsets drifted" if t.violations else
+                            "the draft model attended through a wrong mask"))
+    return 1 if t.failed else 0

@@ -1,0 +1,132 @@
+"""A real attention model in the loop: every cached draft forward equals a
+cache-free recomputation with the fix, mixed and PD-split, text and
+multimodal; without the fix it does not; and the oracle is not vacuous."""
+
+import argparse
+
+import numpy as np
+import pytest
+
+from fastdeploy_mtp import simulate, simulate_cli
+from fastdeploy_mtp.draft_check import TOLERANCE
+from fastdeploy_mtp.proposer import MTPProposer
+from fastdeploy_mtp.tiny_model import TinyConfig, TinyDecoder
+
+
+def args(**kw):
+    p = argparse.ArgumentParser()
+    simulate_cli.add_arguments(p)
+    a = p.parse_args([])
+    a.steps, a.batch, a.draft_model = 14, 5, "tiny"
+    for k, v in kw.items():
+        setattr(a, k, v)
+    return a
+
+
+@pytest.mark.parametrize("mode", ["mixed", "pd"])
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+@pytest.mark.parametrize("image_prob", [0.0, 0.5])
+def test_cached_draft_equals_cache_free_with_the_fix(mode, k, image_prob):
+    t = simulate.run(args(mode=mode, num_model_steps=k, image_prob=image_prob, seed=k),
+                     legacy=False, print_rows=False)
+    assert t.model.tokens > 150, t.model.tokens
+    assert t.model.disagreements == 0, t.model.first
+    assert t.violations == 0, t.first_violation
+    assert t.model.max_diff < TOLERANCE
+
+
+@pytest.mark.parametrize("mode", ["mixed", "pd"])
+@pytest.mark.parametrize("k", [2, 3])
+def test_without_the_fix_the_draft_attends_through_a_wrong_mask(mode, k):
+    t = simulate.run(args(mode=mode, num_model_steps=k, image_prob=0.5, seed=k), legacy=True,
+                     print_rows=False)
+    assert t.model.disagreements > 0
+
+
+def test_image_prompts_are_drawn_and_checked():
+    """--image-prob gives prompts bidirectional spans, and the offset check
+    expects their ends (not KV position + 1) at those positions."""
+    rng = np.random.default_rng(0)
+    a = args(image_prob=1.0, max_prompt=24)
+    spans = 0
+    for _ in range(50):
+        prompt, offsets = simulate.new_prompt(rng, a)
+        assert len(prompt) == len(offsets)
+        j = np.arange(len(offsets))
+        assert (offsets >= j).all() and (offsets <= len(offsets) - 1).all()
+        spans += int((offsets > j).any())
+    assert spans > 20
+
+
+@pytest.mark.parametrize("shift", [1, -1])
+def test_the_oracle_catches_an_offset_wrong_by_one(monkeypatch, shift):
+    """One decode token's mask end moved by one, once: the model check alone
+    (not only the number-level invariant) sees it."""
+    real = MTPProposer.update_attn_mask_offsets
+    state = {"calls": 0, "done": False}
+
+    def corrupted(self, ids, cu=None):
+        out = real(self, ids, cu)
+        state["calls"] += 1
+        E = self.state["seq_lens_encoder"].numpy()
+        n = self.state["seq_lens_this_time"].numpy()
+        decoding = np.nonzero((E == 0) & (n > 0))[0]
+        if not state["done"] and state["calls"] > 6 and decoding.size:
+            import paddle
+
+            arr = out.numpy()
+            q = int(cu.numpy()[decoding[0]])
+            arr[2 * q + 1] += shift
+            state["done"] = True
+            return paddle.to_tensor(arr)
+        return out
+
+    monkeypatch.setattr(MTPProposer, "update_attn_mask_offsets", corrupted)
+    t = simulate.run(args(mode="mixed", num_model_steps=3, seed=1), legacy=False,
+                     print_rows=False)
+    assert state["done"]
+    assert t.model.disagreements >= 1, "the cache-free oracle missed a mask end off by one"
+
+
+def test_cached_forward_matches_full_forward_directly():
+    """The two forwards of the model agree on a plain causal sequence, and a
+    key range one too long (a stale position) is a different result."""
+    m = TinyDecoder(TinyConfig(), 2, 32)
+    rng = np.random.default_rng(3)
+    toks = rng.integers(0, 1000, 10)
+    off = np.zeros(20, np.int32)
+    off[1::2] = np.arange(1, 11)
+    cached = m.forward_cached(toks, [(1, 0, 10, 0)], off)
+    full = m.forward_full(toks, np.arange(1, 11))
+    assert np.abs(cached - full).max() < TOLERANCE
+    # Decode one more token attending one stale key past itself.
+    m.forward_cached(np.array([5, 6]), [(1, 0, 2, 10)], np.array([0, 11, 0, 12], np.int32))
+    wrong = m.forward_cached(np.array([7]), [(1, 0, 1, 10)], np.array([0, 12], np.int32))
+    right = m.forward_full(np.concatenate([toks, [7]]), np.arange(1, 12))
+    assert np.abs(wrong[0] - right[10]).max() > 10 * TOLERANCE
+
+
+def test_command_line_runs_and_exit_codes(capsys):
+    base = dict(mode="pd", num_model_steps=3, image_prob=0.5, steps=10, quiet=True)
+    assert simulate_cli.main(args(**base)) == 0
+    out = capsys.readouterr().out
+    assert "draft tokens checked against a cache-free recomputation, 0 disagreements" in out
+    assert simulate_cli.main(args(**base, without_fix=True)) == 1
+    out = capsys.readouterr().out
+    assert "FAILED" in out and "first disagreement" in out
+
+
+def test_rows_gain_the_disagreements():
+    rows = []
+    simulate.run(args(num_model_steps=2, steps=5), legacy=True, print_rows=True, out=rows.append)
+    header = rows[0].split()
+    assert header[-2:] == ["checked", "disagree"]
+    per_step = [int(r.split()[-1]) for r in rows[1:]]
+    assert len(per_step) == 5 and sum(per_step) > 0
+
+
+def test_plot_with_the_model(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "d.png"
+    assert simulate_cli.main(args(num_model_steps=2, steps=6, quiet=True, plot=str(path))) == 0
+    assert path.read_bytes()[:4] == b"\x89PNG"
