@@ -46,6 +46,13 @@ def _bench_gpu(args) -> int:
     return gpu_bench_main(args)
 
 
+def _bench_sim(args) -> int:
+    from .bench import simulator_bench
+
+    simulator_bench()
+    return 0
+
+
 def _simulate(args) -> int:
     from .simulate_cli import main as simulate_main
 
@@ -65,13 +72,16 @@ def main(argv=None) -> int:
 
     sim = sub.add_parser("simulate", help="closed-loop simulation: do the mask offsets stay right?")
     add_arguments(sim)
+    sub.add_parser("bench-sim", help="wall time of a 40-step simulation with the tiny draft "
+                                     "model and its cache-free oracle")
     g = sub.add_parser("bench-gpu", help="GPU latency against the floor and a FastDeploy-shaped "
                                          "baseline (paddlepaddle-gpu, source checkout)")
     g.add_argument("--bsz", type=int, nargs="+", default=[1, 64, 512, 1024, 8192])
     g.add_argument("--calls", type=int, default=300, help="calls timed per round")
     g.add_argument("--rounds", type=int, default=7, help="interleaved rounds (the median is shown)")
     args = parser.parse_args(argv)
-    commands = {"check": _check, "bench": _bench, "bench-gpu": _bench_gpu, "simulate": _simulate}
+    commands = {"check": _check, "bench": _bench, "bench-gpu": _bench_gpu,
+                "bench-sim": _bench_sim, "simulate": _simulate}
     return commands[args.command](args)
 
 

@@ -139,3 +139,31 @@ def insert_bench(n_requests: int = 256, rounds: int = ROUNDS) -> None:
     b, f = statistics.median(batched), statistics.median(per_field)
     print(f"insert {n_requests} requests: batched {b * 1e3:.2f} ms, one write per field per "
           f"request {f * 1e3:.2f} ms, ratio {f / b:.1f}x")
+
+
+def simulator_bench(steps: int = 40, batch: int = 8, k: int = 3, image_prob: float = 0.5) -> None:
+    """Wall time of a simulator run with the tiny draft model and its oracle,
+    next to the same run with the scripted draft, per mode."""
+    import argparse
+
+    from .simulate import run
+    from .simulate_cli import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    ops.load_library()  # not timed: the first use may build it
+    print(f"simulate, {steps} steps, batch {batch}, num_model_steps {k}, image prob {image_prob}")
+    print(f"{'mode':<7}{'scripted s':>12}{'tiny model s':>14}{'ratio':>8}{'tokens checked':>16}"
+          f"{'disagreements':>15}")
+    for mode in ("mixed", "pd"):
+        times = {}
+        for model in (None, "tiny"):
+            a = parser.parse_args(["--mode", mode, "-k", str(k), "--steps", str(steps),
+                                   "--batch", str(batch), "--image-prob", str(image_prob)])
+            a.draft_model = model
+            t0 = time.perf_counter()
+            tally = run(a, legacy=False, print_rows=False)
+            times[model] = time.perf_counter() - t0
+        print(f"{mode:<7}{times[None]:>12.2f}{times['tiny']:>14.2f}"
+              f"{times['tiny'] / times[None]:>7.1f}x{tally.model.tokens:>16}"
+              f"{tally.model.disagreements:>15}", flush=True)
