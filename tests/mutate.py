@@ -1,0 +1,247 @@
+"""Mutation testing: plant one realistic bug at a time and see the tests fail.
+
+    python tests/mutate.py [--list] [--only NAME ...] [--device cpu|gpu] [--jobs N]
+
+Not collected by pytest and not run in CI (it rebuilds the op library for
+every C++ mutation: about a minute each). Each mutation is applied to a scratch
+copy of the repository (``git ls-files`` plus uncommitted changes), the op
+library is built there from scratch into its own cache, and the test suite runs
+with ``-x``; a mutation is *killed* when the suite fails, *survived* when it
+passes. ``--device gpu`` runs the CUDA-driver mutations (GPU tests only) on a
+machine with paddlepaddle-gpu. Exits 1 if any mutation survived, 2 if one no
+longer applies (its original text is not in the file exactly once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+H = "custom_ops/mtp_bookkeeping.h"
+CPU = "custom_ops/mtp_cpu.h"
+CU = "custom_ops/mtp_kernels.cu"
+CHK = "custom_ops/tensor_checks.h"
+REF = "fastdeploy_mtp/reference.py"
+SLOTS = "fastdeploy_mtp/slots.py"
+PROP = "fastdeploy_mtp/proposer.py"
+SIM = "fastdeploy_mtp/simulate.py"
+ORACLE = "fastdeploy_mtp/draft_check.py"
+OPS = "fastdeploy_mtp/ops.py"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    path: str
+    old: str
+    new: str
+    nth: int = -1         # which occurrence of `old` (-1: it must be the only one)
+    device: str = "cpu"   # "gpu": only the GPU tests can see it
+
+
+MUTATIONS = [
+    # -- the shared rules (mtp_bookkeeping.h): CPU and GPU run these ------------
+    Mutation("rollback sign", H, "(int64_t)t.mask_rollback[i] + p.old_decoder - p.decoder);",
+             "(int64_t)t.mask_rollback[i] - p.old_decoder + p.decoder);"),
+    Mutation("roll back k instead of k-1", H, "p.decoder = (int64_t)S - (a.num_model_step - 1);",
+             "p.decoder = (int64_t)S - a.num_model_step;"),
+    Mutation("step_idx not rolled back", H, "p.step_minus = (int64_t)a.num_model_step - 1;",
+             "p.step_minus = 0;"),
+    Mutation("re-sync ignores accept_num", H,
+             "p.decoder = (int64_t)t.base_seq_lens_decoder[i] - acc;",
+             "p.decoder = (int64_t)t.base_seq_lens_decoder[i];"),
+    Mutation("re-sync keeps the draft's step", H, "p.step_from = t.base_step_idx[i];",
+             "p.step_from = t.step_idx[i];"),
+    Mutation("truncate places at E", H, "p.first_token_col = truncate ? (int64_t)E - 1 : (int64_t)E;",
+             "p.first_token_col = (int64_t)E;"),
+    Mutation("prefill forgets pre_ids[0]", H, "p.write_pre_ids0 = true;",
+             "p.write_pre_ids0 = false;"),
+    Mutation("block step drops instead of parking", H, "p.is_block_step = true;  // parked",
+             "p.batch_drop = true;  // parked"),
+    Mutation("unpark while the base is still blocked", H,
+             "if (a.kvcache_scheduler_v1 && !base_block && p.is_block_step)",
+             "if (a.kvcache_scheduler_v1 && p.is_block_step)"),
+    Mutation("accept_num bound off by one", H,
+             "if (acc < 0 || acc > max_acc)", "if (acc < 0 || acc > max_acc + 1)"),
+    Mutation("pre_ids window end off by one", H,
+             "p.pre_ids_end > t.pre_cols))", "p.pre_ids_end > t.pre_cols + 1))"),
+    Mutation("negative step_idx allowed", H, "if (p.step_from < p.step_minus)",
+             "if (p.step_from < p.step_minus - 1000000)"),
+    Mutation("rollback range unchecked", H, "if ((uint64_t)(r - kInt32Min) > (uint64_t)(kInt32Max - kInt32Min))",
+             "if (false)"),
+    Mutation("base draft row clears column 0", H,
+             "for (int64_t j = 1; j < t.base_draft_cols; ++j) row[j] = -1;",
+             "for (int64_t j = 0; j < t.base_draft_cols; ++j) row[j] = -1;"),
+    Mutation("not running keeps seq_lens_decoder", H, "  p.decoder = 0;\n  p.encoder = 0;",
+             "  p.encoder = 0;"),
+    Mutation("mask ignores the rollback", H,
+             "const int32_t cursor = t.mask_decoder[i] - t.mask_rollback[i];",
+             "const int32_t cursor = t.mask_decoder[i];"),
+    Mutation("mask keeps the rollback", H, "    t.mask_rollback[i] = 0;\n", "\n"),
+    Mutation("decode_states pattern off by one", H, "states[j] = j < p.n ? 0 : -1;",
+             "states[j] = j <= p.n ? 0 : -1;"),
+    Mutation("prompt offsets without +1", H, "out[2 * j + 1] = full[j] + 1;",
+             "out[2 * j + 1] = full[j];"),
+    Mutation("vision end off by one", H, "const int32_t v = t.seq_lens_decoder[i] + p.n;",
+             "const int32_t v = t.seq_lens_decoder[i] + p.n - 1;"),
+    Mutation("skip a prompt without KV", H, "(t.is_block_step[i] || (E == 0 && S == 0))",
+             "(t.is_block_step[i] || (E == 0 || S == 0))"),
+    Mutation("tokens bound off by one", H, "(int64_t)p.q + p.n > t.num_tokens)",
+             "(int64_t)p.q + p.n > t.num_tokens + 1)"),
+    Mutation("negative cursor allowed", H, "if (cursor < 0) return", "if (cursor < -1000000) return"),
+    Mutation("mask offsets range unchecked", H,
+             "if (full[j] < 0 || full[j] == kInt32Max) return", "if (false) return"),
+    # -- the CPU driver ----------------------------------------------------------
+    Mutation("CPU check skips the last request", CPU, "for (int64_t i = 0; i < bsz; ++i) {",
+             "for (int64_t i = 0; i + 1 < bsz; ++i) {", nth=0),
+    Mutation("CPU apply skips the last request", CPU,
+             "for (int64_t i = 0; i < bsz; ++i) any |= apply_plan",
+             "for (int64_t i = 0; i + 1 < bsz; ++i) any |= apply_plan"),
+    Mutation("CPU mask check skips the last request", CPU, "for (int64_t i = 0; i < bsz; ++i) {",
+             "for (int64_t i = 0; i + 1 < bsz; ++i) {", nth=1),
+    Mutation("CPU zeroes half the output", CPU, "sizeof(int32_t) * 2 * t.num_tokens",
+             "sizeof(int32_t) * t.num_tokens"),
+    Mutation("not_need_stop from the last request only", CPU, "any |= apply_plan",
+             "any = apply_plan"),
+    # -- the bindings' static checks ---------------------------------------------
+    Mutation("row count off by one", CHK, "MTP_CHECK(shape[0] >= min_rows,",
+             "MTP_CHECK(shape[0] + 1 >= min_rows,"),
+    Mutation("overlap checked between written tensors only", CHK,
+             "if (!(x.written || y.written) || x.cpu != y.cpu) continue;",
+             "if (!(x.written && y.written) || x.cpu != y.cpu) continue;"),
+    Mutation("None not refused", CHK, "MTP_CHECK(t.defined(),", "MTP_CHECK(true || t.defined(),"),
+    # -- the CUDA driver (GPU only) -----------------------------------------------
+    Mutation("GPU reports a thread's last failure", CU,
+             "if (mine == kNone && check(i).code != kOk) mine = i;",
+             "if (check(i).code != kOk) mine = i;", device="gpu"),
+    Mutation("GPU ignores the pending error", CU, "if (pending_code != kOk) mine = kPendingError;",
+             "", device="gpu"),
+    Mutation("GPU not_need_stop from one block", CU, "  any = scope.or_all(any);\n", "\n",
+             device="gpu"),
+    # -- the numpy reference -------------------------------------------------------
+    Mutation("reference rollback sign", REF, "rollback[i] += S_old - int(dec[i])",
+             "rollback[i] += int(dec[i]) - S_old"),
+    Mutation("reference decode_states pattern", REF, "decode_states[i, n:] = -1",
+             "decode_states[i, n:] = 0"),
+    # -- the proposer -----------------------------------------------------------------
+    Mutation("decode preset 1 - k", SLOTS, "return 1 - (num_model_steps - 1)",
+             "return 1 - num_model_steps"),
+    Mutation("decode cursor +1 instead of +2", SLOTS,
+             'a["attn_mask_offsets_decoder"][i] = int(r.mask_offsets[n - 1]) + 2',
+             'a["attn_mask_offsets_decoder"][i] = int(r.mask_offsets[n - 1]) + 1'),
+    Mutation("mixed input not shifted", SLOTS, 'a["input_ids"][i, : n - 1] = r.prompt[1:]',
+             'a["input_ids"][i, : n - 1] = r.prompt[:-1]'),
+    Mutation("release leaves the rollback", SLOTS, '"seq_lens_decoder": 0, "mask_rollback": 0,',
+             '"seq_lens_decoder": 0,'),
+    Mutation("insert keeps old pre_ids", SLOTS, '    a["pre_ids"][i] = -1\n', "\n"),
+    Mutation("busy slot not refused", PROP, "busy = sorted(self.occupied.intersection(slots))",
+             "busy = []"),
+    # -- the simulator and the oracle --------------------------------------------------
+    Mutation("alignment ignores step_idx", SIM, 'for name in ("seq_lens_decoder", "step_idx"):',
+             'for name in ("seq_lens_decoder",):'),
+    Mutation("oracle compares nothing", ORACLE,
+             "bad = (diff > TOLERANCE) | (got.argmax(axis=1) != want.argmax(axis=1))",
+             "bad = diff > 1e30"),
+    Mutation("oracle uses the op's mask as the truth", ORACLE,
+             "full = self.model.forward_full(self.held[slot, :M], self.true_ends(slot, M))",
+             "full = self.model.forward_full(self.held[slot, :M], np.concatenate("
+             "[self.true_ends(slot, start), offsets[2 * q + 1:2 * (q + n):2]]))"),
+    # -- the wrappers -------------------------------------------------------------------
+    Mutation("grad not refused", OPS, "if not t.stop_gradient or not t.is_contiguous():",
+             "if not t.is_contiguous():"),
+]
+
+# Test files in the order that kills fastest (cheap, broad ones first).
+CPU_TESTS = ["tests/test_hostile_input.py", "tests/test_bad_input.py",
+             "tests/test_properties.py", "tests/test_differential.py",
+             "tests/test_proposer.py", "tests/test_simulator.py", "tests/test_draft_model.py",
+             "tests/test_signature.py", "tests/test_loader.py"]
+GPU_TESTS = ["tests/test_gpu.py", "tests/test_hostile_input.py", "tests/test_bad_input.py",
+             "tests/test_differential.py"]
+
+
+def _files() -> list:
+    out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                         cwd=REPO, capture_output=True, text=True, check=True).stdout
+    return [f for f in out.splitlines() if (REPO / f).is_file()]
+
+
+def apply(m: Mutation, root: Path) -> bool:
+    path = root / m.path
+    text = path.read_text()
+    count = text.count(m.old)
+    if (m.nth < 0 and count != 1) or count <= m.nth:
+        return False
+    at = -1
+    for _ in range(max(m.nth, 0) + 1):
+        at = text.index(m.old, at + 1)
+    path.write_text(text[:at] + m.new + text[at + len(m.old):])
+    return True
+
+
+def run_one(m: Mutation, files: list, tests: list) -> tuple:
+    t0 = time.time()
+    with tempfile.TemporaryDirectory(prefix="mutant-") as tmp:
+        root = Path(tmp) / "repo"
+        for f in files:
+            (root / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / f, root / f)
+        if not apply(m, root):
+            return m, "stale", time.time() - t0, f"{m.path}: the original text is not there"
+        env = dict(os.environ, FASTDEPLOY_MTP_BUILD="1",
+                   FASTDEPLOY_MTP_CACHE=str(Path(tmp) / "cache"), PYTHONDONTWRITEBYTECODE="1")
+        env.pop("PYTHONPATH", None) if "fastdeploy_mtp" in env.get("PYTHONPATH", "") else None
+        r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                            *[t for t in tests if (root / t).exists()]],
+                           cwd=root, env=env, capture_output=True, text=True)
+        last = (r.stdout.strip().splitlines() or [""])[-1]
+        return m, "killed" if r.returncode != 0 else "survived", time.time() - t0, last
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--list", action="store_true", help="list (and check that each applies)")
+    p.add_argument("--only", nargs="+", help="mutation names (substrings)")
+    p.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    p.add_argument("--jobs", type=int, default=1)
+    args = p.parse_args()
+    chosen = [m for m in MUTATIONS if m.device == args.device]
+    if args.only:
+        chosen = [m for m in chosen if any(o in m.name for o in args.only)]
+    if args.list:
+        stale = 0
+        for m in chosen:
+            with tempfile.TemporaryDirectory() as tmp:
+                dst = Path(tmp) / m.path
+                dst.parent.mkdir(parents=True)
+                shutil.copy2(REPO / m.path, dst)
+                ok = apply(m, Path(tmp))
+            stale += not ok
+            print(f"{m.device:4} {m.path:32} {m.name}{'' if ok else '   STALE'}")
+        return 2 if stale else 0
+    files = _files()
+    tests = CPU_TESTS if args.device == "cpu" else GPU_TESTS
+    print(f"mutate: {len(chosen)} mutations, {args.jobs} at a time, tests: {' '.join(tests)}",
+          flush=True)
+    counts = {"killed": 0, "survived": 0, "stale": 0}
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for m, verdict, secs, last in pool.map(lambda m: run_one(m, files, tests), chosen):
+            counts[verdict] += 1
+            print(f"{verdict:8} {secs:5.0f}s  {m.path:32} {m.name}   [{last}]", flush=True)
+    total = len(chosen)
+    print(f"mutate: {counts['killed']}/{total} killed, {counts['survived']} survived, "
+          f"{counts['stale']} stale ({100.0 * counts['killed'] / max(total, 1):.0f}%)")
+    return 2 if counts["stale"] else (1 if counts["survived"] else 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
