@@ -79,6 +79,8 @@ def preprocess_state(
         if splitwise_prefill:
             running = rng.random() < 0.7
             s["seq_lens_encoder"][i] = rng.integers(1, max_E + 1) if running else rng.integers(-1, 1)
+            if running and rng.random() < 0.2:
+                s["seq_lens_encoder"][i] = max_E  # the first token in input_ids' last column
             continue
         branch = PREPROCESS_BRANCHES[rng.choice(len(PREPROCESS_BRANCHES), p=_PREPROCESS_WEIGHTS)]
         if branch == "block_step":
@@ -90,9 +92,11 @@ def preprocess_state(
         elif branch == "dropped":
             s["batch_drop"][i] = True
         elif branch == "prefill":
-            s["seq_lens_encoder"][i] = rng.integers(1, max_E + 1)
+            s["seq_lens_encoder"][i] = max_E if rng.random() < 0.2 else rng.integers(1, max_E + 1)
         else:  # decode or recover
             a = int(rng.integers(0, min(A, D) + 1))
+            if rng.random() < 0.1:
+                a = min(A, D)  # every column of the accepted tokens
             s["accept_num"][i] = a
             # Edges now and then: the window [step - a, step) flush with either
             # end of pre_ids; with a == 0 (nothing is written) any step at all.

@@ -17,9 +17,9 @@ from helpers import DEVICES, assert_unchanged, preprocess_attrs, to_tensors
 BAD, LATER_BAD, BSZ = 5, 9, 12
 
 
-def idle_preprocess_state(k=3, **kw):
+def idle_preprocess_state(k=3, bsz=BSZ, **kw):
     """A valid batch where every request is parked by the base model."""
-    s = states.preprocess_state(np.random.default_rng(1), BSZ, num_model_step=k, **kw)
+    s = states.preprocess_state(np.random.default_rng(1), bsz, num_model_step=k, **kw)
     s["base_model_stop_flags"][:] = True
     return s
 
@@ -200,8 +200,8 @@ def test_num_model_step_must_be_positive(device):
 # update_attn_mask_offsets
 
 
-def mask_base():
-    s = states.mask_state(np.random.default_rng(3), BSZ, padding_tokens=2)
+def mask_base(bsz=BSZ):
+    s = states.mask_state(np.random.default_rng(3), bsz, padding_tokens=2)
     s["is_block_step"][:] = True
     return s
 
@@ -215,7 +215,7 @@ def decode_mask_request(s, i, n):
 
 def set_tokens(s, i, n):
     s["seq_lens_this_time"][i] = n
-    cu = np.zeros(BSZ + 1, np.int32)
+    cu = np.zeros(s["seq_lens_this_time"].shape[0] + 1, np.int32)
     cu[1:] = np.cumsum(np.maximum(s["seq_lens_this_time"], 0))
     s["cu_seqlens_q"] = cu
     s["ids_remove_padding"] = np.zeros(int(cu[-1]) + 2, np.int64)
@@ -295,3 +295,33 @@ def test_decode_states_needs_a_column(device):
     msg = assert_refused(lambda t: ops.update_attn_mask_offsets(**t), to_tensors(s, device), s,
                          "update_attn_mask_offsets", None, "decode_states")
     assert "at least 1 columns" in msg
+
+
+# First, middle and last request; batches of 1 and 2; both sides of the GPU's
+# one-block limit (1024) and a grid of several 256-thread blocks.
+POSITIONS = [(1, 0), (2, 0), (2, 1), (7, 3), (1024, 0), (1024, 1023), (1025, 1024),
+             (1025, 512), (4097, 4096), (4097, 2049)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", sorted(PREPROCESS_CASES))
+@pytest.mark.parametrize("bsz,where", POSITIONS)
+def test_preprocess_refusal_at_every_position(device, case, bsz, where):
+    breaker, field = PREPROCESS_CASES[case]
+    k = 3
+    s = idle_preprocess_state(k, bsz)
+    breaker(s, where, k)
+    attrs = preprocess_attrs(k, v1=True)
+    assert_refused(lambda t: ops.draft_model_preprocess(**t, **attrs), to_tensors(s, device), s,
+                   "draft_model_preprocess", where, field)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", sorted(MASK_CASES))
+@pytest.mark.parametrize("bsz,where", POSITIONS)
+def test_mask_refusal_at_every_position(device, case, bsz, where):
+    breaker, field = MASK_CASES[case]
+    s = mask_base(bsz)
+    breaker(s, where)
+    assert_refused(lambda t: ops.update_attn_mask_offsets(**t), to_tensors(s, device), s,
+                   "update_attn_mask_offsets", where, field)

@@ -202,3 +202,71 @@ def test_insert_cost_grows_with_buffers_not_requests(monkeypatch):
         p.insert([Request(slot=i, prompt=[3, 4, 5]) for i in range(n)])
         counts.append(len(writes))
     assert counts[0] == counts[1] > 0
+
+
+def _expected_slot(p, role, prompt, offsets, k, first=None, draft=None):
+    """Every field of a freshly inserted slot, as docs/contract.md states it."""
+    n, L = len(prompt), p.config.max_model_len
+    D = p.config.draft_width + 1
+    e = {
+        "draft_tokens": np.full(D, -1), "pre_ids": np.full(L, -1), "input_ids": np.zeros(L),
+        "attn_mask_offsets_full": np.concatenate([offsets, np.zeros(L - n)]),
+        "decode_states": np.zeros(D), "stop_flags": False, "is_block_step": False,
+        "batch_drop": False,
+    }
+    if role == "decode":
+        e["draft_tokens"][0] = draft
+        e["pre_ids"][0] = first
+        e.update(seq_lens_encoder=0, seq_lens_decoder=n + k - 1, step_idx=k, seq_lens_this_time=1,
+                 attn_mask_offsets_decoder=offsets[-1] + 2, mask_rollback=1 - (k - 1))
+    else:
+        e["input_ids"][: n - 1] = prompt[1:]
+        e.update(seq_lens_encoder=n, seq_lens_decoder=0, step_idx=0, seq_lens_this_time=n,
+                 attn_mask_offsets_decoder=offsets[-1] + 1, mask_rollback=0)
+    return e
+
+
+@pytest.mark.parametrize("role", ["mixed", "prefill", "decode"])
+@pytest.mark.parametrize("k", [1, 3])
+def test_insert_writes_every_field_of_the_slot_and_no_other(role, k):
+    p = build(role, k=k)
+    # Dirty every buffer first, as a finished request would leave them.
+    for name, t in p.state.items():
+        if name != "not_need_stop":
+            arr = t.numpy()
+            arr[...] = 7 if arr.dtype != bool else True
+            _write(t, arr)
+    before = snapshot(p)
+    prompt, offsets = [5, 6, 7, 8, 9], np.array([0, 3, 3, 3, 4])
+    kw = dict(first_token=11, draft_token=12) if role == "decode" else {}
+    p.insert([Request(slot=2, prompt=prompt, mask_offsets=offsets.tolist(), **kw)])
+    after = snapshot(p)
+    want = _expected_slot(p, role, prompt, offsets, k, kw.get("first_token"), kw.get("draft_token"))
+    for name in after:
+        if name == "not_need_stop":
+            continue
+        assert name in want, f"the contract says nothing of {name} after an insert"
+        np.testing.assert_array_equal(after[name][2], want[name], err_msg=name)
+        others = [i for i in range(N) if i != 2]
+        np.testing.assert_array_equal(after[name][others], before[name][others], err_msg=name)
+
+
+def test_release_sets_what_the_contract_says_and_keeps_the_rest():
+    p = build("mixed", k=3)
+    p.insert([Request(slot=1, prompt=[4, 5, 6]), Request(slot=4, prompt=[7, 8])])
+    mr = p.state["mask_rollback"].numpy()
+    mr[:] = 5
+    _write(p.state["mask_rollback"], mr)
+    before = snapshot(p)
+    p.release([4])
+    after = snapshot(p)
+    released = {"stop_flags": True, "seq_lens_this_time": 0, "seq_lens_encoder": 0,
+                "seq_lens_decoder": 0, "mask_rollback": 0, "is_block_step": False}
+    for name in after:
+        if name in released:
+            assert after[name][4] == released[name], name
+            others = [i for i in range(N) if i != 4]
+            np.testing.assert_array_equal(after[name][others], before[name][others], err_msg=name)
+        else:
+            np.testing.assert_array_equal(after[name], before[name], err_msg=name)
+    assert 4 not in p.occupied and 1 in p.occupied
