@@ -1,11 +1,13 @@
 // Paddle binding of draft_model_preprocess: boundary checks, raw views, and
 // dispatch to the CPU loop or the CUDA kernel. The rules themselves live in
-// mtp_bookkeeping.h; the registered signature is checked against
-// fastdeploy_mtp/signature.py by `python -m fastdeploy_mtp check`.
+// mtp_bookkeeping.h; the registered names come from op_signatures.h, which is
+// rendered from fastdeploy_mtp/signature.py.
 #include "gpu_record.h"
 #include "mtp_cpu.h"
 #include "mtp_errors.h"
+#include "op_signatures.h"
 #include "tensor_checks.h"
+#include "tensor_views.h"
 #ifdef PADDLE_WITH_CUDA
 #include "mtp_kernels.h"
 #endif
@@ -39,17 +41,17 @@ void DraftModelPreprocess(paddle::Tensor& draft_tokens, paddle::Tensor& input_id
                         U = mtp::Access::kUnread;
   const int64_t bsz = c.length_only(seq_lens_this_time, "seq_lens_this_time");
   c.vector(seq_lens_this_time, "seq_lens_this_time", DataType::INT32, bsz, W);
-  const int64_t D = c.matrix(draft_tokens, "draft_tokens", DataType::INT64, bsz, W);
-  const int64_t L = c.matrix(input_ids, "input_ids", DataType::INT64, bsz, W);
+  c.matrix(draft_tokens, "draft_tokens", DataType::INT64, bsz, W);
+  c.matrix(input_ids, "input_ids", DataType::INT64, bsz, W);
   c.vector(stop_flags, "stop_flags", DataType::BOOL, bsz, W);
   c.vector(seq_lens_encoder, "seq_lens_encoder", DataType::INT32, bsz, W);
   c.vector(seq_lens_decoder, "seq_lens_decoder", DataType::INT32, bsz, W);
   c.vector(step_idx, "step_idx", DataType::INT64, bsz, W);
   c.vector(is_block_step, "is_block_step", DataType::BOOL, bsz, W);
   c.vector(batch_drop, "batch_drop", DataType::BOOL, bsz, W);
-  const int64_t P = c.matrix(pre_ids, "pre_ids", DataType::INT64, bsz, W);
+  c.matrix(pre_ids, "pre_ids", DataType::INT64, bsz, W);
   c.vector(mask_rollback, "mask_rollback", DataType::INT32, bsz, W);
-  const int64_t A = c.matrix(accept_tokens, "accept_tokens", DataType::INT64, bsz, R);
+  c.matrix(accept_tokens, "accept_tokens", DataType::INT64, bsz, R);
   c.vector(accept_num, "accept_num", DataType::INT32, bsz, R);
   c.vector(base_model_seq_lens_this_time, "base_model_seq_lens_this_time", DataType::INT32, bsz,
            U);
@@ -58,31 +60,15 @@ void DraftModelPreprocess(paddle::Tensor& draft_tokens, paddle::Tensor& input_id
   c.vector(base_model_step_idx, "base_model_step_idx", DataType::INT64, bsz, R);
   c.vector(base_model_stop_flags, "base_model_stop_flags", DataType::BOOL, bsz, R);
   c.vector(base_model_is_block_step, "base_model_is_block_step", DataType::BOOL, bsz, R);
-  const int64_t Db =
-      c.matrix(base_model_draft_tokens, "base_model_draft_tokens", DataType::INT64, bsz, W);
+  c.matrix(base_model_draft_tokens, "base_model_draft_tokens", DataType::INT64, bsz, W);
   c.host_or_device_flag(not_need_stop, "not_need_stop");
   c.no_overlap();
 
-  const mtp::PreprocessTensors t{
-      draft_tokens.data<int64_t>(),        D,
-      input_ids.data<int64_t>(),           L,
-      stop_flags.data<bool>(),
-      seq_lens_this_time.data<int32_t>(),
-      seq_lens_encoder.data<int32_t>(),
-      seq_lens_decoder.data<int32_t>(),
-      step_idx.data<int64_t>(),
-      is_block_step.data<bool>(),
-      batch_drop.data<bool>(),
-      pre_ids.data<int64_t>(),             P,
-      mask_rollback.data<int32_t>(),
-      accept_tokens.data<int64_t>(),       A,
-      accept_num.data<int32_t>(),
-      base_model_seq_lens_decoder.data<int32_t>(),
-      base_model_step_idx.data<int64_t>(),
-      base_model_stop_flags.data<bool>(),
-      base_model_is_block_step.data<bool>(),
-      base_model_draft_tokens.data<int64_t>(), Db,
-  };
+  const mtp::PreprocessTensors t = mtp::preprocess_views(
+      draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
+      seq_lens_decoder, step_idx, is_block_step, batch_drop, pre_ids, mask_rollback,
+      accept_tokens, accept_num, base_model_seq_lens_decoder, base_model_step_idx,
+      base_model_stop_flags, base_model_is_block_step, base_model_draft_tokens);
   const mtp::PreprocessAttrs attrs{num_model_step, truncate_first_token, splitwise_prefill,
                                    kvcache_scheduler_v1};
 
@@ -116,29 +102,8 @@ void DraftModelPreprocess(paddle::Tensor& draft_tokens, paddle::Tensor& input_id
 }
 
 PD_BUILD_OP(draft_model_preprocess)
-    .Inputs({"draft_tokens", "input_ids", "stop_flags", "seq_lens_this_time",
-             "seq_lens_encoder", "seq_lens_decoder", "step_idx", "not_need_stop",
-             "is_block_step", "batch_drop", "pre_ids", "mask_rollback", "accept_tokens",
-             "accept_num", "base_model_seq_lens_this_time", "base_model_seq_lens_encoder",
-             "base_model_seq_lens_decoder", "base_model_step_idx", "base_model_stop_flags",
-             "base_model_is_block_step", "base_model_draft_tokens"})
-    .Outputs({"draft_tokens_out", "input_ids_out", "stop_flags_out", "seq_lens_this_time_out",
-              "seq_lens_encoder_out", "seq_lens_decoder_out", "step_idx_out",
-              "not_need_stop_out", "is_block_step_out", "batch_drop_out", "pre_ids_out",
-              "mask_rollback_out", "base_model_draft_tokens_out"})
-    .Attrs({"num_model_step: int", "truncate_first_token: bool", "splitwise_prefill: bool",
-            "kvcache_scheduler_v1: bool"})
-    .SetInplaceMap({{"draft_tokens", "draft_tokens_out"},
-                    {"input_ids", "input_ids_out"},
-                    {"stop_flags", "stop_flags_out"},
-                    {"seq_lens_this_time", "seq_lens_this_time_out"},
-                    {"seq_lens_encoder", "seq_lens_encoder_out"},
-                    {"seq_lens_decoder", "seq_lens_decoder_out"},
-                    {"step_idx", "step_idx_out"},
-                    {"not_need_stop", "not_need_stop_out"},
-                    {"is_block_step", "is_block_step_out"},
-                    {"batch_drop", "batch_drop_out"},
-                    {"pre_ids", "pre_ids_out"},
-                    {"mask_rollback", "mask_rollback_out"},
-                    {"base_model_draft_tokens", "base_model_draft_tokens_out"}})
+    .Inputs({MTP_DRAFT_MODEL_PREPROCESS_INPUTS})
+    .Outputs({MTP_DRAFT_MODEL_PREPROCESS_OUTPUTS})
+    .Attrs({MTP_DRAFT_MODEL_PREPROCESS_ATTRS})
+    .SetInplaceMap({MTP_DRAFT_MODEL_PREPROCESS_INPLACE})
     .SetKernelFn(PD_KERNEL(DraftModelPreprocess));

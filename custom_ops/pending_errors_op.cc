@@ -4,6 +4,7 @@
 #include "gpu_record.h"
 #include "mtp_errors.h"
 #include "op_error.h"
+#include "op_signatures.h"
 
 namespace {
 constexpr const char* kOp = "raise_pending_errors";
@@ -23,7 +24,7 @@ void RaisePendingErrors(paddle::Tensor& x) {
 }
 
 PD_BUILD_OP(raise_pending_errors)
-    .Inputs({"x"})
-    .Outputs({"x_out"})
-    .SetInplaceMap({{"x", "x_out"}})
+    .Inputs({MTP_RAISE_PENDING_ERRORS_INPUTS})
+    .Outputs({MTP_RAISE_PENDING_ERRORS_OUTPUTS})
+    .SetInplaceMap({MTP_RAISE_PENDING_ERRORS_INPLACE})
     .SetKernelFn(PD_KERNEL(RaisePendingErrors));

@@ -4,6 +4,7 @@
 #include "mask_output.h"
 #include "mtp_cpu.h"
 #include "mtp_errors.h"
+#include "op_signatures.h"
 #include "tensor_checks.h"
 #ifdef PADDLE_WITH_CUDA
 #include "mtp_kernels.h"
@@ -41,19 +42,20 @@ std::vector<paddle::Tensor> UpdateAttnMaskOffsets(
   c.no_overlap();
 
   paddle::Tensor out = mtp::fresh_mask_output(T, c.place());
-  const mtp::MaskTensors t{
-      T,
-      seq_lens_this_time.data<int32_t>(),
-      seq_lens_encoder.data<int32_t>(),
-      seq_lens_decoder.data<int32_t>(),
-      cu_seqlens_q.data<int32_t>(),
-      attn_mask_offsets_full.data<int32_t>(), full_cols,
-      attn_mask_offsets_decoder.data<int32_t>(),
-      is_block_step.data<bool>(),
-      decode_states.data<int32_t>(),          ds_cols,
-      mask_rollback.data<int32_t>(),
-      out.data<int32_t>(),
-  };
+  mtp::MaskTensors t;
+  t.num_tokens = T;
+  t.seq_lens_this_time = seq_lens_this_time.data<int32_t>();
+  t.seq_lens_encoder = seq_lens_encoder.data<int32_t>();
+  t.seq_lens_decoder = seq_lens_decoder.data<int32_t>();
+  t.cu_seqlens_q = cu_seqlens_q.data<int32_t>();
+  t.mask_full = attn_mask_offsets_full.data<int32_t>();
+  t.mask_full_cols = full_cols;
+  t.mask_decoder = attn_mask_offsets_decoder.data<int32_t>();
+  t.is_block_step = is_block_step.data<bool>();
+  t.decode_states = decode_states.data<int32_t>();
+  t.decode_states_cols = ds_cols;
+  t.mask_rollback = mask_rollback.data<int32_t>();
+  t.out = out.data<int32_t>();
 
   if (c.place().GetType() == phi::AllocationType::CPU) {
     mtp::raise_if_failed(kOp, mtp::mask_batch(t, bsz));
@@ -96,14 +98,9 @@ std::vector<paddle::DataType> UpdateAttnMaskOffsetsDtype(
 }
 
 PD_BUILD_OP(update_attn_mask_offsets)
-    .Inputs({"ids_remove_padding", "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder",
-             "cu_seqlens_q", "attn_mask_offsets_full", "attn_mask_offsets_decoder",
-             "is_block_step", "decode_states", "mask_rollback"})
-    .Outputs({"attn_mask_offsets", "attn_mask_offsets_decoder_out", "decode_states_out",
-              "mask_rollback_out"})
-    .SetInplaceMap({{"attn_mask_offsets_decoder", "attn_mask_offsets_decoder_out"},
-                    {"decode_states", "decode_states_out"},
-                    {"mask_rollback", "mask_rollback_out"}})
+    .Inputs({MTP_UPDATE_ATTN_MASK_OFFSETS_INPUTS})
+    .Outputs({MTP_UPDATE_ATTN_MASK_OFFSETS_OUTPUTS})
+    .SetInplaceMap({MTP_UPDATE_ATTN_MASK_OFFSETS_INPLACE})
     .SetKernelFn(PD_KERNEL(UpdateAttnMaskOffsets))
     .SetInferShapeFn(PD_INFER_SHAPE(UpdateAttnMaskOffsetsShape))
     .SetInferDtypeFn(PD_INFER_DTYPE(UpdateAttnMaskOffsetsDtype));

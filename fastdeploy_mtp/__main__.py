@@ -17,6 +17,23 @@ def _check(args) -> int:
     return 0
 
 
+def _signature(args) -> int:
+    from pathlib import Path
+
+    from .signature import HEADER_PATH, render_cpp_header
+
+    path = Path(__file__).resolve().parent.parent / HEADER_PATH
+    text = render_cpp_header()
+    if args.write:
+        path.write_text(text)
+        print(f"wrote {path}")
+        return 0
+    same = path.is_file() and path.read_text() == text
+    print(f"{HEADER_PATH} {'matches' if same else 'DIFFERS from'} fastdeploy_mtp/signature.py"
+          + ("" if same else ": run `python -m fastdeploy_mtp signature --write`"))
+    return 0 if same else 1
+
+
 def _positive(name: str, values, high: int):
     """A one-line message when a count is outside [1, high], else None."""
     for v in values:
@@ -63,6 +80,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fastdeploy_mtp")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("check", help="compare the registered ops with the signature table")
+    sg = sub.add_parser("signature", help="check (or --write) custom_ops/op_signatures.h "
+                                         "against the signature table")
+    sg.add_argument("--write", action="store_true")
     b = sub.add_parser("bench", help="per-call time of each op next to the numpy reference")
     b.add_argument("--device", choices=["cpu", "gpu"], default=None,
                    help="default: gpu if Paddle has CUDA, else cpu")
@@ -80,7 +100,7 @@ def main(argv=None) -> int:
     g.add_argument("--calls", type=int, default=300, help="calls timed per round")
     g.add_argument("--rounds", type=int, default=7, help="interleaved rounds (the median is shown)")
     args = parser.parse_args(argv)
-    commands = {"check": _check, "bench": _bench, "bench-gpu": _bench_gpu,
+    commands = {"check": _check, "signature": _signature, "bench": _bench, "bench-gpu": _bench_gpu,
                 "bench-sim": _bench_sim, "simulate": _simulate}
     return commands[args.command](args)
 

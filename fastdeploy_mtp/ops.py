@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from . import _build
-from .signature import DRAFT_MODEL_PREPROCESS, RAISE_PENDING_ERRORS, UPDATE_ATTN_MASK_OFFSETS
+from .signature import (DRAFT_MODEL_PREPROCESS, RAISE_PENDING_ERRORS, UPDATE_ATTN_MASK_OFFSETS,
+                        argument_help)
 
 Tensor = Any  # paddle.Tensor; kept loose so importing this module needs no Paddle
 
@@ -315,3 +316,10 @@ def raise_pending_errors(x: Tensor) -> None:
     """
     _check_boundary(RAISE_PENDING_ERRORS, (x,))
     _call(RAISE_PENDING_ERRORS, (x,))
+
+
+# The table's words on each argument close each wrapper's help.
+for _fn, _sig in ((draft_model_preprocess, DRAFT_MODEL_PREPROCESS),
+                  (update_attn_mask_offsets, UPDATE_ATTN_MASK_OFFSETS),
+                  (raise_pending_errors, RAISE_PENDING_ERRORS)):
+    _fn.__doc__ = (_fn.__doc__ or "") + argument_help(_sig)

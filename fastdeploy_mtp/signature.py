@@ -143,3 +143,47 @@ RAISE_PENDING_ERRORS = OpSignature(
 OPS: Dict[str, OpSignature] = {
     s.name: s for s in (DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS, RAISE_PENDING_ERRORS)
 }
+
+
+# ---------------------------------------------------------------------------
+# The C++ registrations read the same table: custom_ops/op_signatures.h is
+# rendered from it (``python -m fastdeploy_mtp signature --write``), and a test
+# fails when the file and the table differ.
+
+HEADER_PATH = "custom_ops/op_signatures.h"
+
+
+def _cpp_list(items) -> str:
+    return ", ".join(f'"{x}"' for x in items)
+
+
+def render_cpp_header() -> str:
+    lines = [
+        "// Generated from fastdeploy_mtp/signature.py: do not edit; run",
+        "// `python -m fastdeploy_mtp signature --write` after changing the table.",
+        "// Each op's registered inputs, outputs, attributes and in-place pairs, for",
+        "// PD_BUILD_OP(...).Inputs({..._INPUTS}) and the like.",
+        "#pragma once",
+        "",
+    ]
+    for sig in OPS.values():
+        p = "MTP_" + sig.name.upper()
+        lines.append(f"#define {p}_INPUTS {_cpp_list(sig.input_names)}")
+        lines.append(f"#define {p}_OUTPUTS {_cpp_list(sig.output_names)}")
+        if sig.attrs:
+            lines.append(f"#define {p}_ATTRS {_cpp_list(a.registration for a in sig.attrs)}")
+        pairs = ", ".join(f'{{"{i}", "{o}"}}' for i, o in sig.inplace_map.items())
+        lines.append(f"#define {p}_INPLACE {pairs}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def argument_help(sig: OpSignature) -> str:
+    """The table's words on each argument, for the wrappers' docstrings."""
+    rows = ["", "Arguments (``fastdeploy_mtp.signature``; W: written in place):", ""]
+    for t in sig.inputs:
+        dtype = "any dtype" if t.dtype is None else np.dtype(t.dtype).name
+        rows.append(f"- ``{t.name}`` ({dtype}{', W' if t.written else ''}): {t.doc}")
+    for a in sig.attrs:
+        rows.append(f"- ``{a.name}`` ({a.type.__name__}): {a.doc}")
+    return "\n".join(rows) + "\n"

@@ -120,3 +120,56 @@ def test_check_command_fails_on_a_drifted_table(monkeypatch, capsys):
     assert cli.main(["check"]) == 1
     out = capsys.readouterr().out
     assert "update_attn_mask_offsets: DIFFERS" in out and "DIFFERENCE" in out
+
+
+def test_cpp_header_is_rendered_from_the_table():
+    """custom_ops/op_signatures.h, which every PD_BUILD_OP reads, is the table."""
+    from fastdeploy_mtp.signature import HEADER_PATH, render_cpp_header
+
+    with open(f"{REPO}/{HEADER_PATH}") as f:
+        assert f.read() == render_cpp_header(), "run `python -m fastdeploy_mtp signature --write`"
+    r = subprocess.run([sys.executable, "-m", "fastdeploy_mtp", "signature"], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "matches" in r.stdout, r.stdout + r.stderr
+
+
+def test_no_registration_spells_names_itself():
+    """Every PD_BUILD_OP takes its lists from op_signatures.h."""
+    import glob
+    import re
+
+    for path in glob.glob(f"{REPO}/custom_ops/**/*.cc", recursive=True):
+        text = open(path).read()
+        for call in re.findall(r"\.(?:Inputs|Outputs|Attrs|SetInplaceMap)\(([^)]*)\)", text):
+            assert '"' not in call, f"{path}: {call}"
+
+
+@pytest.mark.parametrize("name", ["draft_model_preprocess", "update_attn_mask_offsets"])
+def test_wrapper_help_shows_the_table(name):
+    sig = OPS[name]
+    doc = getattr(ops, name).__doc__
+    for t in sig.inputs:
+        assert f"``{t.name}``" in doc and t.doc in doc
+    for a in sig.attrs:
+        assert f"``{a.name}`` ({a.type.__name__}): {a.doc}" in doc
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_table_dtypes_are_the_ones_the_op_checks(name):
+    """The op refuses any other dtype with a message naming the table's."""
+    if name == "raise_pending_errors":
+        pytest.skip("takes any tensor")
+    sig = OPS[name]
+    k = 2
+    base = (states.preprocess_state(np.random.default_rng(0), 4, num_model_step=k)
+            if name == "draft_model_preprocess" else states.mask_state(np.random.default_rng(0), 4))
+    attrs = preprocess_attrs(k) if name == "draft_model_preprocess" else {}
+    for t in sig.inputs:
+        if t.dtype is None:
+            continue
+        s = {n: v.copy() for n, v in base.items()}
+        other = np.float32 if t.dtype is not np.float32 else np.int32
+        s[t.name] = s[t.name].astype(other)
+        want = np.dtype(t.dtype).name
+        with pytest.raises(ops.BadInputError, match=f"{t.name} must be {want}, got float32"):
+            getattr(ops, name)(**to_tensors(s), **attrs)

@@ -3,6 +3,8 @@
 #include "../gpu_record.h"
 #include "../mask_output.h"
 #include "../op_error.h"
+#include "../op_signatures.h"
+#include "../tensor_views.h"
 #include "bench_kernels.h"
 
 namespace {
@@ -40,17 +42,11 @@ void BenchBaselinePreprocess(
     const paddle::Tensor& base_model_stop_flags, const paddle::Tensor& base_model_is_block_step,
     paddle::Tensor& base_model_draft_tokens, int num_model_step, bool truncate_first_token,
     bool splitwise_prefill, bool kvcache_scheduler_v1) {
-  const mtp::PreprocessTensors t{
-      draft_tokens.data<int64_t>(), draft_tokens.shape()[1],
-      input_ids.data<int64_t>(), input_ids.shape()[1],
-      stop_flags.data<bool>(), seq_lens_this_time.data<int32_t>(),
-      seq_lens_encoder.data<int32_t>(), seq_lens_decoder.data<int32_t>(),
-      step_idx.data<int64_t>(), is_block_step.data<bool>(), batch_drop.data<bool>(),
-      pre_ids.data<int64_t>(), pre_ids.shape()[1], mask_rollback.data<int32_t>(),
-      accept_tokens.data<int64_t>(), accept_tokens.shape()[1], accept_num.data<int32_t>(),
-      base_model_seq_lens_decoder.data<int32_t>(), base_model_step_idx.data<int64_t>(),
-      base_model_stop_flags.data<bool>(), base_model_is_block_step.data<bool>(),
-      base_model_draft_tokens.data<int64_t>(), base_model_draft_tokens.shape()[1]};
+  const mtp::PreprocessTensors t = mtp::preprocess_views(
+      draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
+      seq_lens_decoder, step_idx, is_block_step, batch_drop, pre_ids, mask_rollback,
+      accept_tokens, accept_num, base_model_seq_lens_decoder, base_model_step_idx,
+      base_model_stop_flags, base_model_is_block_step, base_model_draft_tokens);
   const mtp::PreprocessAttrs a{num_model_step, truncate_first_token, splitwise_prefill,
                                kvcache_scheduler_v1};
   // As FastDeploy does: the host flag goes to the device and back as Paddle copies.
@@ -62,9 +58,16 @@ void BenchBaselinePreprocess(
   *not_need_stop.data<bool>() = back.data<bool>()[0];
 }
 
-PD_BUILD_OP(bench_floor).Inputs({"x"}).Outputs({"x_out"}).SetInplaceMap({{"x", "x_out"}})
+// One-tensor ops: raise_pending_errors' signature (x, written in place).
+PD_BUILD_OP(bench_floor)
+    .Inputs({MTP_RAISE_PENDING_ERRORS_INPUTS})
+    .Outputs({MTP_RAISE_PENDING_ERRORS_OUTPUTS})
+    .SetInplaceMap({MTP_RAISE_PENDING_ERRORS_INPLACE})
     .SetKernelFn(PD_KERNEL(BenchFloor));
-PD_BUILD_OP(bench_empty).Inputs({"x"}).Outputs({"x_out"}).SetInplaceMap({{"x", "x_out"}})
+PD_BUILD_OP(bench_empty)
+    .Inputs({MTP_RAISE_PENDING_ERRORS_INPUTS})
+    .Outputs({MTP_RAISE_PENDING_ERRORS_OUTPUTS})
+    .SetInplaceMap({MTP_RAISE_PENDING_ERRORS_INPLACE})
     .SetKernelFn(PD_KERNEL(BenchEmpty));
 
 #define PREPROCESS_PARAMS                                                                     \
@@ -99,39 +102,15 @@ std::vector<paddle::Tensor> BenchEmptyMask(MASK_PARAMS) {
   return {out};
 }
 
-// draft_model_preprocess's signature, shared by the baseline and its floors.
-#define PREPROCESS_INPUTS                                                                       \
-  {"draft_tokens", "input_ids", "stop_flags", "seq_lens_this_time", "seq_lens_encoder",          \
-   "seq_lens_decoder", "step_idx", "not_need_stop", "is_block_step", "batch_drop", "pre_ids",    \
-   "mask_rollback", "accept_tokens", "accept_num", "base_model_seq_lens_this_time",              \
-   "base_model_seq_lens_encoder", "base_model_seq_lens_decoder", "base_model_step_idx",          \
-   "base_model_stop_flags", "base_model_is_block_step", "base_model_draft_tokens"}
-#define PREPROCESS_OUTPUTS                                                                      \
-  {"draft_tokens_out", "input_ids_out", "stop_flags_out", "seq_lens_this_time_out",             \
-   "seq_lens_encoder_out", "seq_lens_decoder_out", "step_idx_out", "not_need_stop_out",         \
-   "is_block_step_out", "batch_drop_out", "pre_ids_out", "mask_rollback_out",                   \
-   "base_model_draft_tokens_out"}
-#define PREPROCESS_INPLACE                                                                      \
-  {{"draft_tokens", "draft_tokens_out"}, {"input_ids", "input_ids_out"},                        \
-   {"stop_flags", "stop_flags_out"}, {"seq_lens_this_time", "seq_lens_this_time_out"},          \
-   {"seq_lens_encoder", "seq_lens_encoder_out"}, {"seq_lens_decoder", "seq_lens_decoder_out"},  \
-   {"step_idx", "step_idx_out"}, {"not_need_stop", "not_need_stop_out"},                        \
-   {"is_block_step", "is_block_step_out"}, {"batch_drop", "batch_drop_out"},                    \
-   {"pre_ids", "pre_ids_out"}, {"mask_rollback", "mask_rollback_out"},                          \
-   {"base_model_draft_tokens", "base_model_draft_tokens_out"}}
-#define PREPROCESS_ATTRS                                                                        \
-  {"num_model_step: int", "truncate_first_token: bool", "splitwise_prefill: bool",              \
-   "kvcache_scheduler_v1: bool"}
-#define MASK_INPUTS                                                                             \
-  {"ids_remove_padding", "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder",          \
-   "cu_seqlens_q", "attn_mask_offsets_full", "attn_mask_offsets_decoder", "is_block_step",      \
-   "decode_states", "mask_rollback"}
-#define MASK_OUTPUTS                                                                            \
-  {"attn_mask_offsets", "attn_mask_offsets_decoder_out", "decode_states_out",                   \
-   "mask_rollback_out"}
-#define MASK_INPLACE                                                                            \
-  {{"attn_mask_offsets_decoder", "attn_mask_offsets_decoder_out"},                             \
-   {"decode_states", "decode_states_out"}, {"mask_rollback", "mask_rollback_out"}}
+// The ops' own registered signatures (op_signatures.h, from signature.py),
+// shared by the baseline and the floors.
+#define PREPROCESS_INPUTS {MTP_DRAFT_MODEL_PREPROCESS_INPUTS}
+#define PREPROCESS_OUTPUTS {MTP_DRAFT_MODEL_PREPROCESS_OUTPUTS}
+#define PREPROCESS_INPLACE {MTP_DRAFT_MODEL_PREPROCESS_INPLACE}
+#define PREPROCESS_ATTRS {MTP_DRAFT_MODEL_PREPROCESS_ATTRS}
+#define MASK_INPUTS {MTP_UPDATE_ATTN_MASK_OFFSETS_INPUTS}
+#define MASK_OUTPUTS {MTP_UPDATE_ATTN_MASK_OFFSETS_OUTPUTS}
+#define MASK_INPLACE {MTP_UPDATE_ATTN_MASK_OFFSETS_INPLACE}
 
 PD_BUILD_OP(bench_baseline_preprocess)
     .Inputs(PREPROCESS_INPUTS)

@@ -1,0 +1,47 @@
+// Raw views of the ops' tensors for the Paddle-free rules (mtp_bookkeeping.h),
+// filled field by field by name. Shared by the bindings and the benchmark ops.
+// Call after the boundary checks (tensor_checks.h): ranks are trusted here.
+#pragma once
+
+#include "mtp_bookkeeping.h"
+#include "paddle/extension.h"
+
+namespace mtp {
+
+inline PreprocessTensors preprocess_views(
+    paddle::Tensor& draft_tokens, paddle::Tensor& input_ids, paddle::Tensor& stop_flags,
+    paddle::Tensor& seq_lens_this_time, paddle::Tensor& seq_lens_encoder,
+    paddle::Tensor& seq_lens_decoder, paddle::Tensor& step_idx, paddle::Tensor& is_block_step,
+    paddle::Tensor& batch_drop, paddle::Tensor& pre_ids, paddle::Tensor& mask_rollback,
+    const paddle::Tensor& accept_tokens, const paddle::Tensor& accept_num,
+    const paddle::Tensor& base_model_seq_lens_decoder, const paddle::Tensor& base_model_step_idx,
+    const paddle::Tensor& base_model_stop_flags, const paddle::Tensor& base_model_is_block_step,
+    paddle::Tensor& base_model_draft_tokens) {
+  PreprocessTensors t;
+  t.draft_tokens = draft_tokens.data<int64_t>();
+  t.draft_cols = draft_tokens.shape()[1];
+  t.input_ids = input_ids.data<int64_t>();
+  t.input_cols = input_ids.shape()[1];
+  t.stop_flags = stop_flags.data<bool>();
+  t.seq_lens_this_time = seq_lens_this_time.data<int32_t>();
+  t.seq_lens_encoder = seq_lens_encoder.data<int32_t>();
+  t.seq_lens_decoder = seq_lens_decoder.data<int32_t>();
+  t.step_idx = step_idx.data<int64_t>();
+  t.is_block_step = is_block_step.data<bool>();
+  t.batch_drop = batch_drop.data<bool>();
+  t.pre_ids = pre_ids.data<int64_t>();
+  t.pre_cols = pre_ids.shape()[1];
+  t.mask_rollback = mask_rollback.data<int32_t>();
+  t.accept_tokens = accept_tokens.data<int64_t>();
+  t.accept_cols = accept_tokens.shape()[1];
+  t.accept_num = accept_num.data<int32_t>();
+  t.base_seq_lens_decoder = base_model_seq_lens_decoder.data<int32_t>();
+  t.base_step_idx = base_model_step_idx.data<int64_t>();
+  t.base_stop_flags = base_model_stop_flags.data<bool>();
+  t.base_is_block_step = base_model_is_block_step.data<bool>();
+  t.base_draft_tokens = base_model_draft_tokens.data<int64_t>();
+  t.base_draft_cols = base_model_draft_tokens.shape()[1];
+  return t;
+}
+
+}  // namespace mtp
