@@ -5,11 +5,14 @@
 Not collected by pytest and not run in CI (it rebuilds the op library for
 every C++ mutation: about a minute each). Each mutation is applied to a scratch
 copy of the repository (``git ls-files`` plus uncommitted changes), the op
-library is built there from scratch into its own cache, and the test suite runs
-with ``-x``; a mutation is *killed* when the suite fails, *survived* when it
-passes. ``--device gpu`` runs the CUDA-driver mutations (GPU tests only) on a
+library is built there (a C++ mutant gets its own build), and the test suite
+runs with ``-x``; a mutation is *killed* when the suite fails, *survived* when
+it passes. The unmutated copy runs first and must pass; a mutant that does not
+build is reported as broken (a mutation set must hold realistic bugs, not
+typos). ``--device gpu`` runs the CUDA-driver mutations (GPU tests only) on a
 machine with paddlepaddle-gpu. Exits 1 if any mutation survived, 2 if one no
-longer applies (its original text is not in the file exactly once).
+longer applies (its original text is not in the file exactly once) or does
+not build.
 """
 
 from __future__ import annotations
@@ -188,23 +191,40 @@ def apply(m: Mutation, root: Path) -> bool:
     return True
 
 
-def run_one(m: Mutation, files: list, tests: list) -> tuple:
+def _copy(files: list, root: Path) -> None:
+    for f in files:
+        (root / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / f, root / f)
+
+
+def _run_tests(root: Path, tests: list, cache: Path) -> tuple:
+    """(verdict, last line): build the library, then the suite with -x."""
+    env = dict(os.environ, FASTDEPLOY_MTP_BUILD="1", FASTDEPLOY_MTP_CACHE=str(cache),
+               PYTHONDONTWRITEBYTECODE="1")
+    build = subprocess.run([sys.executable, "-c", "from fastdeploy_mtp import ops; "
+                            "ops.load_library()"], cwd=root, env=env, capture_output=True,
+                           text=True)
+    if build.returncode != 0:
+        return "broken", (build.stderr.strip().splitlines() or [""])[-1][:120]
+    r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                        *[t for t in tests if (root / t).exists()]],
+                       cwd=root, env=env, capture_output=True, text=True)
+    last = (r.stdout.strip().splitlines() or [""])[-1]
+    return ("killed" if r.returncode != 0 else "survived"), last
+
+
+def run_one(m, files: list, tests: list, cache: Path) -> tuple:
+    """`m` None: the unmutated baseline, which must pass."""
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="mutant-") as tmp:
         root = Path(tmp) / "repo"
-        for f in files:
-            (root / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / f, root / f)
-        if not apply(m, root):
+        _copy(files, root)
+        if m is not None and not apply(m, root):
             return m, "stale", time.time() - t0, f"{m.path}: the original text is not there"
-        env = dict(os.environ, FASTDEPLOY_MTP_BUILD="1",
-                   FASTDEPLOY_MTP_CACHE=str(Path(tmp) / "cache"), PYTHONDONTWRITEBYTECODE="1")
-        env.pop("PYTHONPATH", None) if "fastdeploy_mtp" in env.get("PYTHONPATH", "") else None
-        r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                            *[t for t in tests if (root / t).exists()]],
-                           cwd=root, env=env, capture_output=True, text=True)
-        last = (r.stdout.strip().splitlines() or [""])[-1]
-        return m, "killed" if r.returncode != 0 else "survived", time.time() - t0, last
+        # C++ mutants build into their own folder of the shared cache (keyed
+        # by the sources' hash); Python mutants reuse the baseline's build.
+        verdict, last = _run_tests(root, tests, cache)
+        return m, verdict, time.time() - t0, last
 
 
 def main() -> int:
@@ -230,17 +250,28 @@ def main() -> int:
         return 2 if stale else 0
     files = _files()
     tests = CPU_TESTS if args.device == "cpu" else GPU_TESTS
-    print(f"mutate: {len(chosen)} mutations, {args.jobs} at a time, tests: {' '.join(tests)}",
-          flush=True)
-    counts = {"killed": 0, "survived": 0, "stale": 0}
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for m, verdict, secs, last in pool.map(lambda m: run_one(m, files, tests), chosen):
-            counts[verdict] += 1
-            print(f"{verdict:8} {secs:5.0f}s  {m.path:32} {m.name}   [{last}]", flush=True)
+    cache = Path(tempfile.mkdtemp(prefix="fastdeploy_mtp_mutants_"))
+    try:
+        _, verdict, secs, last = run_one(None, files, tests, cache)
+        print(f"baseline {secs:5.0f}s  (no mutation)   [{last}]", flush=True)
+        if verdict != "survived":
+            print("mutate: the unmutated suite does not pass; fix that first")
+            return 2
+        print(f"mutate: {len(chosen)} mutations, {args.jobs} at a time, tests: "
+              f"{' '.join(tests)}", flush=True)
+        counts = {"killed": 0, "survived": 0, "stale": 0, "broken": 0}
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            for m, verdict, secs, last in pool.map(lambda m: run_one(m, files, tests, cache),
+                                                   chosen):
+                counts[verdict] += 1
+                print(f"{verdict:8} {secs:5.0f}s  {m.path:32} {m.name}   [{last}]", flush=True)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
     total = len(chosen)
     print(f"mutate: {counts['killed']}/{total} killed, {counts['survived']} survived, "
-          f"{counts['stale']} stale ({100.0 * counts['killed'] / max(total, 1):.0f}%)")
-    return 2 if counts["stale"] else (1 if counts["survived"] else 0)
+          f"{counts['stale']} stale, {counts['broken']} do not build "
+          f"({100.0 * counts['killed'] / max(total, 1):.0f}%)")
+    return 2 if counts["stale"] or counts["broken"] else (1 if counts["survived"] else 0)
 
 
 if __name__ == "__main__":
