@@ -4,7 +4,7 @@
 // rendered from fastdeploy_mtp/signature.py.
 #include "gpu_record.h"
 #include "mtp_cpu.h"
-#include "mtp_errors.h"
+#include "failure_messages.h"
 #include "op_signatures.h"
 #include "tensor_checks.h"
 #include "tensor_views.h"
@@ -72,7 +72,7 @@ void DraftModelPreprocess(paddle::Tensor& draft_tokens, paddle::Tensor& input_id
   const mtp::PreprocessAttrs attrs{num_model_step, truncate_first_token, splitwise_prefill,
                                    kvcache_scheduler_v1};
 
-  mtp::ErrorRecord r;
+  mtp::BatchResult r;
   if (c.place().GetType() == phi::AllocationType::CPU) {
     r = mtp::preprocess_batch(t, attrs, bsz);
   } else {

@@ -10,7 +10,7 @@
 
 #include "mtp_bookkeeping.h"
 #include "mtp_kernels.h"
-#include "op_error.h"
+#include "raise.h"
 #include "paddle/extension.h"
 
 namespace mtp {
@@ -36,9 +36,9 @@ struct StreamScratch {
 struct RecordBuffers {
   static constexpr int kMaxStreams = 16;
   int device = 0;
-  ErrorRecord* pending = nullptr;
-  ErrorRecord* report = nullptr;         // host address
-  ErrorRecord* report_device = nullptr;  // the same memory, as the kernel sees it
+  BatchResult* pending = nullptr;
+  BatchResult* report = nullptr;         // host address
+  BatchResult* report_device = nullptr;  // the same memory, as the kernel sees it
   StreamScratch grids[kMaxStreams];
   int streams = 0;
 };
@@ -64,9 +64,9 @@ inline RecordBuffers& record_buffers(const paddle::Place& place, cudaStream_t st
     int current = 0;
     cuda_check(cudaGetDevice(&current), op, "cudaGetDevice");
     cuda_check(cudaSetDevice(dev), op, "cudaSetDevice");
-    cuda_check(cudaMalloc(&b.pending, sizeof(ErrorRecord)), op, "cudaMalloc");
-    cuda_check(cudaMemset(b.pending, 0, sizeof(ErrorRecord)), op, "cudaMemset");
-    cuda_check(cudaHostAlloc(&b.report, sizeof(ErrorRecord), cudaHostAllocMapped), op,
+    cuda_check(cudaMalloc(&b.pending, sizeof(BatchResult)), op, "cudaMalloc");
+    cuda_check(cudaMemset(b.pending, 0, sizeof(BatchResult)), op, "cudaMemset");
+    cuda_check(cudaHostAlloc(&b.report, sizeof(BatchResult), cudaHostAllocMapped), op,
                "cudaHostAlloc");
     cuda_check(cudaHostGetDevicePointer(&b.report_device, b.report, 0), op,
                "cudaHostGetDevicePointer");
@@ -101,7 +101,7 @@ inline GridScratch grid_scratch(RecordBuffers& b, cudaStream_t stream, const cha
 
 // Before a synchronous launch: mark the report unwritten, so that a kernel
 // that never ran cannot pass off the previous call's result as its own.
-inline ErrorRecord* arm_report(RecordBuffers& b) {
+inline BatchResult* arm_report(RecordBuffers& b) {
   b.report->code = kUnreported;
   return b.report_device;
 }
@@ -114,7 +114,7 @@ inline ErrorRecord* arm_report(RecordBuffers& b) {
 // by then, and later work on the stream is ordered after it anyway. If nothing
 // arrives within kPollFor (work queued ahead of the kernel, or a kernel that
 // failed), it waits on the stream instead, which also surfaces CUDA errors.
-inline ErrorRecord read_report(RecordBuffers& b, cudaStream_t stream, const char* op) {
+inline BatchResult read_report(RecordBuffers& b, cudaStream_t stream, const char* op) {
   constexpr auto kPollFor = std::chrono::microseconds(500);
   const volatile int64_t* code = &b.report->code;
   const auto start = std::chrono::steady_clock::now();
@@ -127,21 +127,21 @@ inline ErrorRecord read_report(RecordBuffers& b, cudaStream_t stream, const char
   }
   if (!arrived) cuda_check(cudaStreamSynchronize(stream), op, "cudaStreamSynchronize");
   std::atomic_thread_fence(std::memory_order_acquire);
-  const ErrorRecord r = *b.report;
+  const BatchResult r = *b.report;
   MTP_CHECK(r.code != kUnreported, op, ": the kernel finished without reporting");
   return r;
 }
 
 // Takes the pending error of asynchronous calls off the device (one copy and
 // a synchronisation), leaving none behind: an error is reported once.
-inline ErrorRecord take_pending(RecordBuffers& b, cudaStream_t stream, const char* op) {
-  cuda_check(cudaMemcpyAsync(b.report, b.pending, sizeof(ErrorRecord), cudaMemcpyDeviceToHost,
+inline BatchResult take_pending(RecordBuffers& b, cudaStream_t stream, const char* op) {
+  cuda_check(cudaMemcpyAsync(b.report, b.pending, sizeof(BatchResult), cudaMemcpyDeviceToHost,
                              stream),
              op, "cudaMemcpyAsync");
   cuda_check(cudaStreamSynchronize(stream), op, "cudaStreamSynchronize");
-  const ErrorRecord r = *b.report;
+  const BatchResult r = *b.report;
   if (r.code != kOk) {
-    cuda_check(cudaMemsetAsync(b.pending, 0, sizeof(ErrorRecord), stream), op, "cudaMemsetAsync");
+    cuda_check(cudaMemsetAsync(b.pending, 0, sizeof(BatchResult), stream), op, "cudaMemsetAsync");
   }
   return r;
 }

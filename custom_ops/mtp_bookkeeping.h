@@ -31,31 +31,59 @@
 
 namespace mtp {
 
-// Why a request was refused. The values travel from the GPU to the host in the
-// error record, and mtp_errors.h turns them into a message.
+// Every reason a request is refused, once: its name, its code (it travels
+// from the GPU to the host in the batch result) and the words the host fills
+// with the four values a failure carries ({0}..{3}). The enum below and the
+// messages (failure_messages.h) both expand this table.
+#define MTP_CHECKS(X)                                                                            \
+  /* draft_model_preprocess */                                                                  \
+  X(kFirstTokenOutsideInputIds, 1,                                                              \
+    "input_ids: the first token goes to column {0}, outside input_ids' {1} columns "            \
+    "(seq_lens_encoder = {2})")                                                                 \
+  X(kNoAcceptTokensColumn, 2,                                                                   \
+    "accept_tokens: the first token is read from column 0, but accept_tokens has {0} columns")  \
+  X(kNoPreIdsColumn, 3,                                                                         \
+    "pre_ids: the first token is written to column 0, but pre_ids has {0} columns")             \
+  X(kAcceptNumOutOfRange, 4,                                                                    \
+    "accept_num: {0} is outside [0, min(accept_tokens columns {1}, draft_tokens columns {2})]")  \
+  X(kPreIdsWindowOutside, 5,                                                                    \
+    "pre_ids: the {1} accepted tokens (accept_num) go to the columns before "                   \
+    "base_model_step_idx = {0}, outside pre_ids' {2} columns")                                  \
+  X(kNegativeSeqLensDecoder, 6,                                                                 \
+    "seq_lens_decoder: the new value {0} is negative (seq_lens_decoder = {1}, "                 \
+    "base_model_seq_lens_decoder = {2}, accept_num = {3})")                                     \
+  X(kNegativeSeqLensEncoder, 7, "seq_lens_encoder: {0} is negative for a running request")      \
+  X(kNegativeStepIdx, 13,                                                                       \
+    "step_idx: the new value step_idx - (num_model_step - 1) = {0} - {1} is negative")          \
+  X(kNegativeResyncStepIdx, 18,                                                                 \
+    "step_idx: the new value base_model_step_idx - accept_num = {0} - {1} is negative")         \
+  X(kMaskRollbackOutOfRange, 14,                                                                \
+    "mask_rollback: {0} + (seq_lens_decoder {1} - new seq_lens_decoder {2}) leaves the int32 "  \
+    "range")                                                                                    \
+  /* update_attn_mask_offsets */                                                                \
+  X(kNegativeSeqLensThisTime, 8, "seq_lens_this_time: {0} is negative")                         \
+  X(kTokensOutsideIds, 9,                                                                       \
+    "cu_seqlens_q: the {1} tokens from {0} (cu_seqlens_q = {0}, seq_lens_this_time = {1}) lie " \
+    "outside the {2} tokens of ids_remove_padding")                                             \
+  X(kTokensPastMaskFull, 10,                                                                    \
+    "attn_mask_offsets_full: seq_lens_this_time = {0} prompt tokens, but it has {1} columns")    \
+  X(kTokensPastDecodeStates, 11,                                                                \
+    "decode_states: seq_lens_this_time = {0} tokens, but it has {1} columns")                   \
+  X(kNegativeLength, 12,                                                                        \
+    "seq_lens_encoder / seq_lens_decoder: {0} / {1}, lengths must not be negative")             \
+  X(kMaskFullOutOfRange, 15,                                                                    \
+    "attn_mask_offsets_full: column {0} holds {1}, outside [0, 2147483647)")                    \
+  X(kNegativeMaskCursor, 16,                                                                    \
+    "attn_mask_offsets_decoder: the cursor {0} - mask_rollback {1} is negative")                \
+  X(kMaskCursorOverflow, 17,                                                                    \
+    "attn_mask_offsets: the offsets would reach {0} + seq_lens_this_time {1}, past the int32 "  \
+    "range")
+
 enum Check : int32_t {
   kOk = 0,
-  // draft_model_preprocess
-  kFirstTokenOutsideInputIds = 1,  // v: column, input_ids columns, seq_lens_encoder
-  kNoAcceptTokensColumn = 2,       // v: accept_tokens columns
-  kNoPreIdsColumn = 3,             // v: pre_ids columns
-  kAcceptNumOutOfRange = 4,        // v: accept_num, accept_tokens columns, draft_tokens columns
-  kPreIdsWindowOutside = 5,        // v: base_model_step_idx, accept_num, pre_ids columns
-  kNegativeSeqLensDecoder = 6,     // v: new value, seq_lens_decoder, base_model_seq_lens_decoder, accept_num
-  kNegativeSeqLensEncoder = 7,     // v: seq_lens_encoder
-  // update_attn_mask_offsets
-  kNegativeSeqLensThisTime = 8,    // v: seq_lens_this_time
-  kTokensOutsideIds = 9,           // v: cu_seqlens_q, seq_lens_this_time, tokens in ids_remove_padding
-  kTokensPastMaskFull = 10,        // v: seq_lens_this_time, attn_mask_offsets_full columns
-  kTokensPastDecodeStates = 11,    // v: seq_lens_this_time, decode_states columns
-  kNegativeLength = 12,            // v: seq_lens_encoder, seq_lens_decoder
-  // draft_model_preprocess, value ranges
-  kNegativeStepIdx = 13,           // v: step_idx or base_model_step_idx, subtracted, recovering
-  kMaskRollbackOutOfRange = 14,    // v: mask_rollback, seq_lens_decoder, new seq_lens_decoder
-  // update_attn_mask_offsets, value ranges
-  kMaskFullOutOfRange = 15,        // v: column, attn_mask_offsets_full value
-  kNegativeMaskCursor = 16,        // v: attn_mask_offsets_decoder, mask_rollback
-  kMaskCursorOverflow = 17,        // v: cursor or seq_lens_decoder, seq_lens_this_time
+#define MTP_CHECK_ENUM(name, code, words) name = code,
+  MTP_CHECKS(MTP_CHECK_ENUM)
+#undef MTP_CHECK_ENUM
 };
 
 constexpr int64_t kInt32Max = 2147483647;
@@ -257,7 +285,8 @@ MTP_HD Failure check_preprocess(const PreprocessTensors& t, const PreprocessPlan
   if (p.decoder < 0)
     return fail(kNegativeSeqLensDecoder, p.decoder, p.old_decoder, t.base_seq_lens_decoder[i], acc);
   if (p.step_from < p.step_minus)
-    return fail(kNegativeStepIdx, p.step_from, p.step_minus, p.recovering ? 1 : 0);
+    return fail(p.recovering ? kNegativeResyncStepIdx : kNegativeStepIdx, p.step_from,
+                p.step_minus);
   return check_rollback(t, p, i);
 }
 
@@ -391,7 +420,7 @@ MTP_HD void apply_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
   }
 }
 
-// What a whole-batch run reports back: from the CPU loop (mtp_cpu.h) directly,
+// What a whole-batch run reports back (a success or the first failure): from the CPU loop (mtp_cpu.h) directly,
 // from the GPU written by the kernel into host-mapped memory (gpu_record.h), or
 // left on the device by an asynchronous call.
 enum OpId : int64_t { kPreprocessOp = 1, kMaskOp = 2 };
@@ -401,20 +430,20 @@ constexpr int64_t kDeferred = 1 << 8;
 // `code` of a report the host armed and no kernel has written yet.
 constexpr int64_t kUnreported = -1;
 
-struct ErrorRecord {
+struct BatchResult {
   int64_t any_running;  // becomes not_need_stop
   int64_t code;         // Check; kOk when the batch was applied
   int64_t request;      // first failing request index
   int64_t v[4];
   int64_t origin;       // OpId of the failing call, | kDeferred
 };
-static_assert(sizeof(ErrorRecord) == 64, "the record is copied as raw bytes");
+static_assert(sizeof(BatchResult) == 64, "the record is copied as raw bytes");
 
-MTP_HD ErrorRecord record_ok(bool any_running) {
-  return ErrorRecord{any_running ? 1 : 0, kOk, -1, {0, 0, 0, 0}, 0};
+MTP_HD BatchResult batch_ok(bool any_running) {
+  return BatchResult{any_running ? 1 : 0, kOk, -1, {0, 0, 0, 0}, 0};
 }
-MTP_HD ErrorRecord record_failure(OpId op, int64_t i, const Failure& f) {
-  return ErrorRecord{0, f.code, i, {f.v[0], f.v[1], f.v[2], f.v[3]}, op};
+MTP_HD BatchResult batch_failure(OpId op, int64_t i, const Failure& f) {
+  return BatchResult{0, f.code, i, {f.v[0], f.v[1], f.v[2], f.v[3]}, op};
 }
 
 }  // namespace mtp

@@ -9,11 +9,11 @@ namespace mtp {
 
 // The views are taken by value: a local copy cannot alias the tensors, so the
 // compiler keeps the pointers and column counts in registers across stores.
-inline ErrorRecord preprocess_batch(const PreprocessTensors t, const PreprocessAttrs a,
+inline BatchResult preprocess_batch(const PreprocessTensors t, const PreprocessAttrs a,
                                     int64_t bsz) {
   for (int64_t i = 0; i < bsz; ++i) {
     const Failure f = check_preprocess(t, plan_preprocess(t, a, i), i);
-    if (f.code != kOk) return record_failure(kPreprocessOp, i, f);
+    if (f.code != kOk) return batch_failure(kPreprocessOp, i, f);
   }
   // apply_preprocess, with the base draft rows cleared in a pass of their own:
   // ~8% faster at bsz 4096, measured side by side (docs/performance.md).
@@ -22,18 +22,18 @@ inline ErrorRecord preprocess_batch(const PreprocessTensors t, const PreprocessA
   }
   bool any = false;
   for (int64_t i = 0; i < bsz; ++i) any |= apply_plan(t, plan_preprocess(t, a, i), i);
-  return record_ok(any);
+  return batch_ok(any);
 }
 
-inline ErrorRecord mask_batch(const MaskTensors t, int64_t bsz) {
+inline BatchResult mask_batch(const MaskTensors t, int64_t bsz) {
   for (int64_t i = 0; i < bsz; ++i) {
     const Failure f = check_mask(t, plan_mask(t, i), i);
-    if (f.code != kOk) return record_failure(kMaskOp, i, f);
+    if (f.code != kOk) return batch_failure(kMaskOp, i, f);
   }
   // One memset: the build turns off g++'s loop-to-memset rewriting (_build.py).
   std::memset(t.out, 0, sizeof(int32_t) * 2 * t.num_tokens);
   for (int64_t i = 0; i < bsz; ++i) apply_mask(t, plan_mask(t, i), i);
-  return record_ok(false);
+  return batch_ok(false);
 }
 
 }  // namespace mtp

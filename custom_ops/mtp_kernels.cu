@@ -86,7 +86,7 @@ struct WholeGrid {
 // Writes a report into the host's mapped memory: every field but `code`, a
 // system-wide fence, then `code`. The host polls `code` (gpu_record.h), so when
 // it sees a value there the rest is already there too.
-__device__ void publish(ErrorRecord* dst, const ErrorRecord& r) {
+__device__ void publish(BatchResult* dst, const BatchResult& r) {
   dst->any_running = r.any_running;
   dst->request = r.request;
   for (int k = 0; k < 4; ++k) dst->v[k] = r.v[k];
@@ -97,7 +97,7 @@ __device__ void publish(ErrorRecord* dst, const ErrorRecord& r) {
 
 // The leader only: a batch's result. A synchronous call reports every result
 // on the host; an asynchronous one keeps only a failure, on the device.
-__device__ void deliver(const Reporting& out, const ErrorRecord& r) {
+__device__ void deliver(const Reporting& out, const BatchResult& r) {
   if (out.report != nullptr) {
     publish(out.report, r);
   } else if (r.code != kOk) {
@@ -127,7 +127,7 @@ __device__ bool batch_is_valid(const Scope& scope, int64_t bsz, OpId op, const R
   if (bad == kNone) return true;
   if (scope.leader()) {
     if (bad == kPendingError) {
-      ErrorRecord r = *out.pending;
+      BatchResult r = *out.pending;
       r.origin |= kDeferred;
       if (out.report != nullptr) {
         out.pending->code = kOk;
@@ -136,7 +136,7 @@ __device__ bool batch_is_valid(const Scope& scope, int64_t bsz, OpId op, const R
         out.pending->origin = r.origin;
       }
     } else {
-      deliver(out, record_failure(op, bad, check(bad)));
+      deliver(out, batch_failure(op, bad, check(bad)));
     }
   }
   return false;
@@ -153,7 +153,7 @@ __global__ void preprocess_kernel(PreprocessTensors t, PreprocessAttrs a, int64_
     any |= apply_preprocess(t, plan_preprocess(t, a, i), i) ? 1 : 0;
   any = scope.or_all(any);
   if (scope.leader()) {
-    deliver(out, record_ok(any != 0));
+    deliver(out, batch_ok(any != 0));
     if (not_need_stop != nullptr) *not_need_stop = any != 0;
   }
 }
@@ -180,7 +180,7 @@ __global__ void mask_kernel(MaskTensors t, int64_t bsz, Reporting out, Scope sco
   if (!batch_is_valid(scope, bsz, kMaskOp, out, check)) return;
 #pragma unroll 4
   for (int64_t i = scope.first(); i < bsz; i += scope.stride()) apply_mask(t, plan_mask(t, i), i);
-  if (scope.leader()) deliver(out, record_ok(false));
+  if (scope.leader()) deliver(out, batch_ok(false));
 }
 
 // Blocks of the grid path for `work` items, or 0 when the single block is the

@@ -15,8 +15,8 @@ namespace mtp {
 // a pending error (clearing it); it is null for an asynchronous call, whose
 // failure is left in `pending` instead.
 struct Reporting {
-  ErrorRecord* pending;
-  ErrorRecord* report;
+  BatchResult* pending;
+  BatchResult* report;
 };
 
 // Device scratch of the multi-block path: one slot per block for each of the

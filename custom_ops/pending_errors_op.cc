@@ -2,8 +2,8 @@
 // calls (not_need_stop on the GPU, or a captured/asynchronous mask update)
 // left on the device. Synchronises the tensor's stream; a no-op on the CPU.
 #include "gpu_record.h"
-#include "mtp_errors.h"
-#include "op_error.h"
+#include "failure_messages.h"
+#include "raise.h"
 #include "op_signatures.h"
 
 namespace {
@@ -14,9 +14,9 @@ void RaisePendingErrors(paddle::Tensor& x) {
   if (!x.is_gpu()) return;
 #ifdef PADDLE_WITH_CUDA
   mtp::RecordBuffers& rec = mtp::record_buffers(x.place(), x.stream(), kOp);
-  const mtp::ErrorRecord r = mtp::take_pending(rec, x.stream(), kOp);
+  const mtp::BatchResult r = mtp::take_pending(rec, x.stream(), kOp);
   if (r.code != mtp::kOk) {
-    mtp::ErrorRecord deferred = r;
+    mtp::BatchResult deferred = r;
     deferred.origin |= mtp::kDeferred;
     mtp::raise(mtp::describe_failure(kOp, deferred));
   }

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "op_error.h"
+#include "raise.h"
 #include "paddle/extension.h"
 
 namespace mtp {

@@ -3,7 +3,7 @@
 #include "gpu_record.h"
 #include "mask_output.h"
 #include "mtp_cpu.h"
-#include "mtp_errors.h"
+#include "failure_messages.h"
 #include "op_signatures.h"
 #include "tensor_checks.h"
 #ifdef PADDLE_WITH_CUDA

@@ -2,7 +2,7 @@
 // FastDeploy-shaped baseline of draft_model_preprocess.
 #include "../gpu_record.h"
 #include "../mask_output.h"
-#include "../op_error.h"
+#include "../raise.h"
 #include "../op_signatures.h"
 #include "../tensor_views.h"
 #include "bench_kernels.h"

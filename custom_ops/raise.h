@@ -1,10 +1,10 @@
 // Raising an op's error with a message built without iostreams.
 //
 // Paddle's PD_CHECK(cond, parts...) streams each part through an inline
-// std::ostringstream. On the H200 test machine (paddlepaddle-gpu 2.6.2 with a
-// newer g++) streaming a number from our library crashed inside libstdc++'s
-// locale code, so numbers are formatted with std::to_string and the message
-// reaches PD_THROW as one string. Paddle turns only its own exception type
+// std::ostringstream. With paddlepaddle-gpu 2.6.2 and a newer g++, streaming a
+// number from our library crashed inside libstdc++'s locale code, so numbers
+// are formatted with std::to_string and the message reaches PD_THROW as one
+// string. Paddle turns only its own exception type
 // into a Python exception, hence PD_THROW rather than a std::exception.
 #pragma once
 
