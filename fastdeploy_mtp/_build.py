@@ -68,7 +68,7 @@ def compile_flags(cuda: bool) -> Dict[str, List[str]]:
 def link_flags(cuda: bool) -> List[str]:
     """CUDA builds carry a private libstdc++ (FASTDEPLOY_MTP_STATIC_LIBSTDCXX=0 opts out).
 
-    With paddlepaddle-gpu 2.6.2 on the H200 test machine, formatting a number
+    With paddlepaddle-gpu 2.6.2 on an H200 machine, formatting a number
     in the library's inline code (Paddle's own PD_THROW does) crashed: its
     libstdc++ references bound partly to the process's libstdc++ and partly to
     copies other libraries export. Linking libstdc++ in with its symbols hidden

@@ -70,14 +70,47 @@ def _import_installed():
     if spec.origin and spec.origin.endswith(".so"):
         # Paddle 2.6 with current setuptools installs the bare library, which is
         # no Python module: register its ops the way cpp_extension.load does.
-        from paddle.utils.cpp_extension.extension_utils import _import_module_from_library
+        with _quiet_paddle():
+            from paddle.utils.cpp_extension.extension_utils import _import_module_from_library
 
-        return _import_module_from_library(_build.MODULE_NAME, os.path.dirname(spec.origin))
+            return _import_module_from_library(_build.MODULE_NAME, os.path.dirname(spec.origin))
     return importlib.import_module(_build.MODULE_NAME)
 
 
+@contextlib.contextmanager
+def _quiet_paddle():
+    """Paddle's build chatter (a ccache warning in this process and in the
+    build's own, "Compiling user custom op", "using custom operator only")
+    says nothing to our users: keep it off the terminal. Compiler errors still
+    reach it (the compiler writes to the file descriptors, not to sys.stdout),
+    and a failed build still raises."""
+    import logging
+    import warnings
+
+    saved_env = os.environ.get("PYTHONWARNINGS")
+    os.environ["PYTHONWARNINGS"] = "ignore:No ccache found"
+    loggers = [lg for lg in map(logging.getLogger, list(logging.root.manager.loggerDict))
+               if "paddle" in lg.name.lower() or "extension" in lg.name.lower()]
+    levels = [lg.level for lg in loggers]
+    try:
+        with warnings.catch_warnings(), open(os.devnull, "w") as null, \
+                contextlib.redirect_stdout(null):
+            warnings.filterwarnings("ignore", message="No ccache found")
+            for lg in loggers:
+                lg.setLevel(logging.WARNING)
+            yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+        if saved_env is None:
+            os.environ.pop("PYTHONWARNINGS", None)
+        else:
+            os.environ["PYTHONWARNINGS"] = saved_env
+
+
 def _build_from_source():
-    from paddle.utils.cpp_extension import load
+    with _quiet_paddle():
+        from paddle.utils.cpp_extension import load
 
     cuda = _build.with_cuda()
     build_dir = _build.cache_root() / _build.source_hash(cuda)
@@ -88,7 +121,9 @@ def _build_from_source():
     build_dir.mkdir(parents=True, exist_ok=True)
     flags = _build.compile_flags(cuda)
     t0 = time.time()
-    with contextlib.redirect_stdout(sys.stderr):  # keep Paddle's build chatter off stdout
+    # Paddle's build chatter (a ccache warning, "using custom operator only" on
+    # every load) says nothing to our users: keep it off the terminal.
+    with _quiet_paddle():
         module = load(
             name=_build.MODULE_NAME,
             sources=_build.sources(cuda),

@@ -78,6 +78,34 @@ class ProposerConfig:
         return self.max_model_len - (self.num_model_steps if self.role == "decode" else 1)
 
 
+def bind_preprocess_inputs(state: Dict[str, object], base: Dict[str, object]) -> Dict[str, object]:
+    """Map each registered input name of draft_model_preprocess to a buffer:
+    the draft's own, else the base model's (``base_model_X`` is ``base[X]``).
+
+    The registration is compared with the signature table first, so a
+    library or wrapper whose names drifted fails here, loudly, instead of
+    silently swapping two arguments at the first step.
+    """
+    from .registration import differences, read_registered
+
+    ops.load_library()
+    registered = read_registered(DRAFT_MODEL_PREPROCESS.name)
+    drift = differences(DRAFT_MODEL_PREPROCESS, registered)
+    if drift:
+        raise ProposerError("MTPProposer: draft_model_preprocess does not match the "
+                            "signature table: " + "; ".join(drift))
+    bound = {}
+    for name in registered.inputs:
+        base_name = name[len(_BASE_PREFIX):] if name.startswith(_BASE_PREFIX) else name
+        if name in state:
+            bound[name] = state[name]
+        elif base_name in base:
+            bound[name] = base[base_name]
+        else:
+            raise ProposerError(f"MTPProposer: no buffer for the op's input {name!r}")
+    return bound
+
+
 class MTPProposer:
     """Owns the draft state of `config.max_num_seqs` slots on `place`.
 
@@ -96,33 +124,7 @@ class MTPProposer:
                                    config.draft_width, place)
         self.place = self.state["draft_tokens"].place
         self.occupied: set = set()
-        self._preprocess_args = self._bind_preprocess_inputs()
-
-    def _bind_preprocess_inputs(self) -> Dict[str, object]:
-        """Map each registered input name of draft_model_preprocess to a buffer.
-
-        The registration is compared with the signature table first, so a
-        library or wrapper whose names drifted fails here, loudly, instead of
-        silently swapping two arguments at the first step.
-        """
-        from .registration import differences, read_registered
-
-        ops.load_library()
-        registered = read_registered(DRAFT_MODEL_PREPROCESS.name)
-        drift = differences(DRAFT_MODEL_PREPROCESS, registered)
-        if drift:
-            raise ProposerError("MTPProposer: draft_model_preprocess does not match the "
-                                "signature table: " + "; ".join(drift))
-        bound = {}
-        for name in registered.inputs:
-            base_name = name[len(_BASE_PREFIX):] if name.startswith(_BASE_PREFIX) else name
-            if name in self.state:
-                bound[name] = self.state[name]
-            elif base_name in self.base:
-                bound[name] = self.base[base_name]
-            else:
-                raise ProposerError(f"MTPProposer: no buffer for the op's input {name!r}")
-        return bound
+        self._preprocess_args = bind_preprocess_inputs(self.state, base)
 
     def decode_mask_rollback(self) -> int:
         """The preset of a handed-over request (1 when replaying without the fix)."""

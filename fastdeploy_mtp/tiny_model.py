@@ -58,6 +58,33 @@ def _attend(q, k, v, starts: np.ndarray, ends: np.ndarray):
     return out.transpose([1, 0, 2])
 
 
+def _weights(cfg: TinyConfig, max_model_len: int):
+    """Embeddings, blocks, final norm and head, drawn from cfg.seed."""
+    import paddle
+
+    rng = np.random.default_rng(cfg.seed)
+    d, V = cfg.d_model, cfg.vocab
+
+    def weight(*shape, scale=None):
+        scale = scale if scale is not None else 1.0 / np.sqrt(shape[0])
+        return paddle.to_tensor(rng.normal(0.0, scale, shape).astype(np.float32))
+
+    def norm():
+        return 1.0 + weight(d, scale=0.1), weight(d, scale=0.1)
+
+    embed = weight(V, d, scale=1.0)
+    pos = weight(max_model_len, d, scale=0.5)  # every KV position of the cache
+    blocks = [dict(ln1=norm(), qkv=weight(d, 3 * d), out=weight(d, d), ln2=norm(),
+                   up=weight(d, 4 * d), down=weight(4 * d, d)) for _ in range(cfg.layers)]
+    return embed, pos, blocks, norm(), weight(d, V)
+
+
+def _norm(x, wb):
+    import paddle
+
+    return paddle.nn.functional.layer_norm(x, x.shape[-1:], weight=wb[0], bias=wb[1])
+
+
 class TinyDecoder:
     """The model and its KV cache of `max_num_seqs` slots x `max_model_len` positions."""
 
@@ -66,35 +93,13 @@ class TinyDecoder:
 
         self.cfg = config
         self.N, self.L = max_num_seqs, max_model_len
-        rng = np.random.default_rng(config.seed)
-        d, V = config.d_model, config.vocab
-
-        def weight(*shape, scale=None):
-            scale = scale if scale is not None else 1.0 / np.sqrt(shape[0])
-            return paddle.to_tensor(rng.normal(0.0, scale, shape).astype(np.float32))
-
-        # The positions table covers every KV position of the cache.
-        self.embed = weight(V, d, scale=1.0)
-        self.pos = weight(max_model_len, d, scale=0.5)
-        self.blocks = [dict(ln1=(1.0 + weight(d, scale=0.1), weight(d, scale=0.1)),
-                            qkv=weight(d, 3 * d), out=weight(d, d),
-                            ln2=(1.0 + weight(d, scale=0.1), weight(d, scale=0.1)),
-                            up=weight(d, 4 * d), down=weight(4 * d, d))
-                       for _ in range(config.layers)]
-        self.ln_f = (1.0 + weight(d, scale=0.1), weight(d, scale=0.1))
-        self.head = weight(d, V)
+        self.embed, self.pos, self.blocks, self.ln_f, self.head = _weights(config, max_model_len)
         H, hd = config.heads, config.head_dim
         # Flat [slots * positions, H, hd] per layer: row slot * L + position.
         self.k_cache = [paddle.zeros([self.N * self.L, H, hd]) for _ in range(config.layers)]
         self.v_cache = [paddle.zeros([self.N * self.L, H, hd]) for _ in range(config.layers)]
 
     # -- the layers ------------------------------------------------------------
-
-    @staticmethod
-    def _norm(x, wb):
-        import paddle
-
-        return paddle.nn.functional.layer_norm(x, x.shape[-1:], weight=wb[0], bias=wb[1])
 
     def _embed(self, tokens: np.ndarray, positions: np.ndarray):
         import paddle
@@ -106,20 +111,20 @@ class TinyDecoder:
         import paddle
 
         H, hd = self.cfg.heads, self.cfg.head_dim
-        qkv = paddle.matmul(self._norm(x, block["ln1"]), block["qkv"]).reshape([-1, 3, H, hd])
+        qkv = paddle.matmul(_norm(x, block["ln1"]), block["qkv"]).reshape([-1, 3, H, hd])
         return qkv[:, 0], qkv[:, 1], qkv[:, 2]
 
     def _finish_block(self, block, x, attn):
         import paddle
 
         x = x + paddle.matmul(attn.reshape([attn.shape[0], -1]), block["out"])
-        h = paddle.nn.functional.gelu(paddle.matmul(self._norm(x, block["ln2"]), block["up"]))
+        h = paddle.nn.functional.gelu(paddle.matmul(_norm(x, block["ln2"]), block["up"]))
         return x + paddle.matmul(h, block["down"])
 
     def _logits(self, x):
         import paddle
 
-        return paddle.matmul(self._norm(x, self.ln_f), self.head)
+        return paddle.matmul(_norm(x, self.ln_f), self.head)
 
     # -- the two forwards ------------------------------------------------------
 

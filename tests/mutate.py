@@ -191,8 +191,8 @@ def apply(m: Mutation, root: Path) -> bool:
     return True
 
 
-def _copy(files: list, root: Path) -> None:
-    for f in files:
+def _copy(root: Path) -> None:
+    for f in _files():  # listed anew: the tree may change during a long run
         (root / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / f, root / f)
 
@@ -213,12 +213,12 @@ def _run_tests(root: Path, tests: list, cache: Path) -> tuple:
     return ("killed" if r.returncode != 0 else "survived"), last
 
 
-def run_one(m, files: list, tests: list, cache: Path) -> tuple:
+def run_one(m, tests: list, cache: Path) -> tuple:
     """`m` None: the unmutated baseline, which must pass."""
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="mutant-") as tmp:
         root = Path(tmp) / "repo"
-        _copy(files, root)
+        _copy(root)
         if m is not None and not apply(m, root):
             return m, "stale", time.time() - t0, f"{m.path}: the original text is not there"
         # C++ mutants build into their own folder of the shared cache (keyed
@@ -248,11 +248,10 @@ def main() -> int:
             stale += not ok
             print(f"{m.device:4} {m.path:32} {m.name}{'' if ok else '   STALE'}")
         return 2 if stale else 0
-    files = _files()
     tests = CPU_TESTS if args.device == "cpu" else GPU_TESTS
     cache = Path(tempfile.mkdtemp(prefix="fastdeploy_mtp_mutants_"))
     try:
-        _, verdict, secs, last = run_one(None, files, tests, cache)
+        _, verdict, secs, last = run_one(None, tests, cache)
         print(f"baseline {secs:5.0f}s  (no mutation)   [{last}]", flush=True)
         if verdict != "survived":
             print("mutate: the unmutated suite does not pass; fix that first")
@@ -261,7 +260,7 @@ def main() -> int:
               f"{' '.join(tests)}", flush=True)
         counts = {"killed": 0, "survived": 0, "stale": 0, "broken": 0}
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            for m, verdict, secs, last in pool.map(lambda m: run_one(m, files, tests, cache),
+            for m, verdict, secs, last in pool.map(lambda m: run_one(m, tests, cache),
                                                    chosen):
                 counts[verdict] += 1
                 print(f"{verdict:8} {secs:5.0f}s  {m.path:32} {m.name}   [{last}]", flush=True)
