@@ -6,8 +6,8 @@
 // (a shared-memory agreement, one request a thread). Past it, where one block
 // would take each thread through several requests one after another, the
 // kernel runs as a cooperative grid, every block resident at once, and the
-// blocks agree through per-block slots and grid barriers. A stream that is
-// being captured into a CUDA graph always gets the single block.
+// blocks agree through per-block slots and grid barriers, also inside a CUDA
+// graph capture (where the stream's scratch was made by a warm-up call).
 #include <cooperative_groups.h>
 
 #include <atomic>
@@ -184,17 +184,14 @@ __global__ void mask_kernel(MaskTensors t, int64_t bsz, Reporting out, Scope sco
 }
 
 // Blocks of the grid path for `work` items, or 0 when the single block is the
-// one to use: small work, a stream being captured, no scratch, or a device
-// without cooperative launches. Never more blocks than can be resident at once
-// (a cooperative launch needs that) nor than the scratch has slots for.
+// one to use: small work, no scratch (a stream first seen inside a capture has
+// none), or a device without cooperative launches. Never more blocks than can
+// be resident at once (a cooperative launch needs that) nor than the scratch
+// has slots for. A cooperative launch is captured into a CUDA graph as a
+// cooperative kernel node, so a captured step keeps the grid too.
 template <typename Kernel>
-int grid_blocks(Kernel kernel, int64_t work, const GridScratch& scratch, cudaStream_t stream) {
+int grid_blocks(Kernel kernel, int64_t work, const GridScratch& scratch) {
   if (work <= kMaxThreads || scratch.min_slots == nullptr) return 0;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
-      capture != cudaStreamCaptureStatusNone) {
-    return 0;
-  }
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return 0;
   // Per device and kernel: how many blocks fit at once (0: not asked yet; -1:
@@ -238,7 +235,7 @@ cudaError_t launch_grid(void (*kernel)(Params...), int blocks, cudaStream_t stre
 cudaError_t launch_preprocess(const PreprocessTensors& t, const PreprocessAttrs& a, int64_t bsz,
                               bool* not_need_stop, Reporting out, GridScratch scratch,
                               cudaStream_t stream) {
-  const int blocks = grid_blocks(preprocess_kernel<WholeGrid>, bsz, scratch, stream);
+  const int blocks = grid_blocks(preprocess_kernel<WholeGrid>, bsz, scratch);
   if (blocks > 0) {
     return launch_grid(preprocess_kernel<WholeGrid>, blocks, stream, t, a, bsz, not_need_stop,
                        out, WholeGrid{scratch});
@@ -252,7 +249,7 @@ cudaError_t launch_mask(const MaskTensors& t, int64_t bsz, Reporting out, GridSc
                         cudaStream_t stream) {
   const int64_t zeroing = (2 * t.num_tokens + 3) / 4;  // 16-byte stores
   const int64_t work = bsz > zeroing ? bsz : zeroing;
-  const int blocks = grid_blocks(mask_kernel<WholeGrid>, work, scratch, stream);
+  const int blocks = grid_blocks(mask_kernel<WholeGrid>, work, scratch);
   if (blocks > 0) {
     return launch_grid(mask_kernel<WholeGrid>, blocks, stream, t, bsz, out, WholeGrid{scratch});
   }

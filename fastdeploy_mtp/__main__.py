@@ -99,6 +99,7 @@ def main(argv=None) -> int:
     g.add_argument("--bsz", type=int, nargs="+", default=[1, 64, 512, 1024, 8192])
     g.add_argument("--calls", type=int, default=300, help="calls timed per round")
     g.add_argument("--rounds", type=int, default=7, help="interleaved rounds (the median is shown)")
+    g.add_argument("--graph-only", action="store_true", help="only the captured-step table")
     args = parser.parse_args(argv)
     commands = {"check": _check, "signature": _signature, "bench": _bench, "bench-gpu": _bench_gpu,
                 "bench-sim": _bench_sim, "simulate": _simulate}

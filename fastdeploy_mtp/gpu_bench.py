@@ -184,6 +184,77 @@ def run(bsz_list, calls: int, rounds: int = 7, print_fn=print) -> None:
     ops.raise_pending_errors(probe)
 
 
+GRAPH_BSZ = (1, 64, 512, 1024, 4096, 8192)
+MASK_CALLS = 3  # update_attn_mask_offsets calls in one captured step (K = 3 substeps)
+
+
+def _replay_us(graph, steps_in_graph: int, replays: int) -> float:
+    """GPU time per captured step: the graph holds several steps back to back,
+    so the CPU's cudaGraphLaunch does not hide the GPU's time."""
+    import paddle
+
+    graph.replay()
+    paddle.device.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(replays):
+        graph.replay()
+    paddle.device.cuda.synchronize()
+    return (time.perf_counter() - t0) / (replays * steps_in_graph) * 1e6
+
+
+def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50, rounds: int = 5,
+                print_fn=print) -> None:
+    """One captured step (preprocess with not_need_stop on the GPU, then
+    MASK_CALLS mask calls) against a captured graph of as many empty kernels."""
+    import paddle
+    from paddle.device.cuda import graphs
+
+    place = paddle.CUDAPlace(0)
+    lib = bench_library()
+    attrs = dict(num_model_step=K, truncate_first_token=False, splitwise_prefill=False,
+                 kvcache_scheduler_v1=True)
+    rng = np.random.default_rng(1)
+    probe = paddle.to_tensor(np.zeros(8, np.int32), place=place)
+    print_fn("")
+    print_fn(f"captured step (CUDA graph replay): draft_model_preprocess + {MASK_CALLS} x "
+             f"update_attn_mask_offsets, per step (us); {steps_in_graph} steps a graph, medians of "
+             f"{rounds} rounds of {replays} replays")
+    print_fn("| bsz | replayed step | graph of empty kernels | ratio |")
+    print_fn("|---:|---:|---:|---:|")
+    for bsz in bsz_list:
+        s = states.preprocess_state(rng, bsz, num_model_step=K)
+        s["seq_lens_decoder"] += 1_000_000  # valid through every replay's rollback
+        s["base_model_seq_lens_decoder"] += 1_000_000
+        s["step_idx"] += 1_000_000
+        s["stop_flags"][:] = False
+        m = states.mask_state(rng, bsz)
+        pre, mask = _gpu_state(s, place, True), _gpu_state(m, place)
+        ops.draft_model_preprocess(**pre, **attrs)  # warm-up: error record, grid scratch
+        with _Env({"FASTDEPLOY_MTP_ASYNC_MASK": "1"}):
+            ops.update_attn_mask_offsets(**mask)
+        ops.raise_pending_errors(probe)
+        ours, empty = graphs.CUDAGraph(), graphs.CUDAGraph()
+        ours.capture_begin()
+        for _ in range(steps_in_graph):
+            ops.draft_model_preprocess(**pre, **attrs)
+            for _ in range(MASK_CALLS):
+                ops.update_attn_mask_offsets(**mask)
+        ours.capture_end()
+        empty.capture_begin()
+        for _ in range(steps_in_graph * (1 + MASK_CALLS)):
+            lib.bench_empty(probe)
+        empty.capture_end()
+        times = {"ours": [], "empty": []}
+        for _ in range(rounds):
+            times["ours"].append(_replay_us(ours, steps_in_graph, replays))
+            times["empty"].append(_replay_us(empty, steps_in_graph, replays))
+        ops.raise_pending_errors(probe)  # every replayed call was valid
+        o, e = statistics.median(times["ours"]), statistics.median(times["empty"])
+        print_fn(f"| {bsz} | {o:.1f} | {e:.1f} | {o / e:.2f} |")
+        ours.reset()
+        empty.reset()
+
+
 def main(args) -> int:
     import sys
 
@@ -194,5 +265,7 @@ def main(args) -> int:
               f"({paddle.__version__}) has none. `bench --device cpu` times the CPU path",
               file=sys.stderr)
         return 2
-    run(args.bsz, args.calls, args.rounds)
+    if not args.graph_only:
+        run(args.bsz, args.calls, args.rounds)
+    graph_table()
     return 0

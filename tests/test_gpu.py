@@ -121,11 +121,10 @@ def test_big_batches_on_two_streams():
     side = paddle.device.cuda.Stream()
     batches = [states.preprocess_state(np.random.default_rng(17 + n), 4096, num_model_step=3)
                for n in range(2)]
-    for s in batches:  # stays valid through three rollbacks of 2 (a re-sync may set step 0)
+    for s in batches:  # stays valid through three rollbacks of 2
         s["seq_lens_decoder"] += 1000
-        s["base_model_seq_lens_decoder"] += 1000
         s["step_idx"] += 1000
-        s["base_model_step_idx"][s["accept_num"] == 0] += 1000
+        s["stop_flags"][:] = False  # no re-sync: it could set step_idx near 0
     tensors = [to_tensors(s, "gpu", host_flag=False) for s in batches]
     for _ in range(3):  # both streams busy at once, several times
         with paddle.device.cuda.stream_guard(side):
@@ -232,3 +231,66 @@ def test_a_first_call_inside_a_capture_asks_for_a_warm_up():
     assert not worker.is_alive()
     assert "once before capturing" in seen.get("error", "")
     assert_unchanged(t, s)
+
+
+def _warm_up(s, m, attrs):
+    """The thread's error record and this stream's grid scratch, made before a
+    capture (on copies, so the captured tensors still hold their states)."""
+    import os
+
+    ops.draft_model_preprocess(**to_tensors(s, "gpu", host_flag=False), **attrs)
+    os.environ["FASTDEPLOY_MTP_ASYNC_MASK"] = "1"
+    try:
+        ops.update_attn_mask_offsets(**to_tensors(m, "gpu"))
+    finally:
+        del os.environ["FASTDEPLOY_MTP_ASYNC_MASK"]
+
+
+@pytest.mark.parametrize("bsz", [1025, 4096, 8192])
+def test_captured_step_replays_like_the_reference(bsz):
+    """Preprocess and a mask call captured in one graph, big enough for the
+    grid path: the replay equals the reference."""
+    graphs = pytest.importorskip("paddle.device.cuda.graphs")
+    attrs = preprocess_attrs(3, v1=True)
+    s = states.preprocess_state(np.random.default_rng(bsz), bsz, num_model_step=3)
+    m = states.mask_state(np.random.default_rng(bsz + 1), bsz)
+    _warm_up(s, m, attrs)
+    ops.raise_pending_errors(to_tensors({"x": np.zeros(1, np.int32)}, "gpu")["x"])
+    t, tm = to_tensors(s, "gpu", host_flag=False), to_tensors(m, "gpu")
+    g = graphs.CUDAGraph()
+    g.capture_begin()
+    ops.draft_model_preprocess(**t, **attrs)
+    out = ops.update_attn_mask_offsets(**tm)
+    g.capture_end()
+    assert_unchanged(t, s)  # captured, not run
+    g.replay()
+    ops.raise_pending_errors(t["seq_lens_decoder"])
+    assert_states_equal(to_numpy(t), run_preprocess_ref(s, attrs))
+    want_out, want_m = run_mask_ref(m)
+    np.testing.assert_array_equal(out.numpy(), want_out)
+    assert_states_equal(to_numpy(tm), want_m)
+    g.reset()
+
+
+@pytest.mark.parametrize("where", [0, 4095])
+def test_a_captured_failure_changes_nothing_and_surfaces_later(where):
+    graphs = pytest.importorskip("paddle.device.cuda.graphs")
+    attrs = preprocess_attrs(3, v1=True)
+    s = states.preprocess_state(np.random.default_rng(30), 4096, num_model_step=3)
+    m = states.mask_state(np.random.default_rng(31), 4096)
+    _warm_up(s, m, attrs)
+    _break_preprocess_request(s, where, accept_num=-1)
+    t = to_tensors(s, "gpu", host_flag=False)
+    g = graphs.CUDAGraph()
+    g.capture_begin()
+    ops.draft_model_preprocess(**t, **attrs)
+    g.capture_end()
+    g.replay()
+    good = states.preprocess_state(np.random.default_rng(32), 16, num_model_step=3)
+    tg = to_tensors(good, "gpu")  # not_need_stop on the host: a synchronous call
+    with pytest.raises(ops.BadInputError, match=f"request {where}: accept_num"):
+        ops.draft_model_preprocess(**tg, **attrs)
+    assert_unchanged(tg, good)  # the synchronous call changed nothing either
+    assert_unchanged(t, s)
+    ops.raise_pending_errors(t["seq_lens_decoder"])  # reported once: nothing pending now
+    g.reset()
