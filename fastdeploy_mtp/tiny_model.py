@@ -25,6 +25,15 @@ import numpy as np
 NEG = -1e9  # added to masked scores: exp() of it is exactly 0 in float32
 
 
+def _cpu(arr: np.ndarray):
+    """A Paddle tensor on the CPU, whatever Paddle's default device is: the
+    model always runs there (a CUDA Paddle's own kernels need not run on
+    every GPU, and the model is small)."""
+    import paddle
+
+    return paddle.to_tensor(arr, place=paddle.CPUPlace())
+
+
 @dataclass(frozen=True)
 class TinyConfig:
     vocab: int = 1000
@@ -49,7 +58,7 @@ def _attend(q, k, v, starts: np.ndarray, ends: np.ndarray):
     M = k.shape[0]
     keys = np.arange(M)[None, :]
     allowed = (keys >= starts[:, None]) & (keys < ends[:, None])
-    bias = paddle.to_tensor(np.where(allowed, 0.0, NEG).astype(np.float32))  # [n, M]
+    bias = _cpu(np.where(allowed, 0.0, NEG).astype(np.float32))  # [n, M]
     qh = q.transpose([1, 0, 2])                       # [H, n, hd]
     kh = k.transpose([1, 2, 0])                       # [H, hd, M]
     scores = paddle.matmul(qh, kh) * (1.0 / np.sqrt(q.shape[2])) + bias
@@ -67,7 +76,7 @@ def _weights(cfg: TinyConfig, max_model_len: int):
 
     def weight(*shape, scale=None):
         scale = scale if scale is not None else 1.0 / np.sqrt(shape[0])
-        return paddle.to_tensor(rng.normal(0.0, scale, shape).astype(np.float32))
+        return _cpu(rng.normal(0.0, scale, shape).astype(np.float32))
 
     def norm():
         return 1.0 + weight(d, scale=0.1), weight(d, scale=0.1)
@@ -96,16 +105,17 @@ class TinyDecoder:
         self.embed, self.pos, self.blocks, self.ln_f, self.head = _weights(config, max_model_len)
         H, hd = config.heads, config.head_dim
         # Flat [slots * positions, H, hd] per layer: row slot * L + position.
-        self.k_cache = [paddle.zeros([self.N * self.L, H, hd]) for _ in range(config.layers)]
-        self.v_cache = [paddle.zeros([self.N * self.L, H, hd]) for _ in range(config.layers)]
+        zeros = np.zeros((self.N * self.L, H, hd), np.float32)
+        self.k_cache = [_cpu(zeros) for _ in range(config.layers)]
+        self.v_cache = [_cpu(zeros) for _ in range(config.layers)]
 
     # -- the layers ------------------------------------------------------------
 
     def _embed(self, tokens: np.ndarray, positions: np.ndarray):
         import paddle
 
-        return (paddle.gather(self.embed, paddle.to_tensor(tokens.astype(np.int64)))
-                + paddle.gather(self.pos, paddle.to_tensor(positions.astype(np.int64))))
+        return (paddle.gather(self.embed, _cpu(tokens.astype(np.int64)))
+                + paddle.gather(self.pos, _cpu(positions.astype(np.int64))))
 
     def _qkv(self, block, x):
         import paddle
@@ -154,7 +164,7 @@ class TinyDecoder:
             return logits
         starts_all, ends_all = offsets[0::2], offsets[1::2]
         x = self._embed(tokens[rows], positions)
-        index = paddle.to_tensor(cache_rows.astype(np.int64))
+        index = _cpu(cache_rows.astype(np.int64))
         for layer, block in enumerate(self.blocks):
             q, k, v = self._qkv(block, x)
             paddle.scatter_(self.k_cache[layer], index, k, overwrite=True)
@@ -195,7 +205,7 @@ class TinyDecoder:
         import paddle
 
         n = kv[0][0].shape[0]
-        index = paddle.to_tensor(np.arange(n, dtype=np.int64) + slot * self.L)
+        index = _cpu(np.arange(n, dtype=np.int64) + slot * self.L)
         for layer, (k, v) in enumerate(kv):
             paddle.scatter_(self.k_cache[layer], index, k, overwrite=True)
             paddle.scatter_(self.v_cache[layer], index, v, overwrite=True)
