@@ -59,6 +59,43 @@ def same_outcome(run_op, run_ref, s, device):
     return all(np.array_equal(got[k], ref_state[k]) for k in s)
 
 
+def hostile_calls(rng, s, device) -> bool:
+    """The classes the value checks cannot see: a None, two written arguments
+    sharing memory, a written tensor requiring grad. Each must be refused with
+    every other tensor unchanged (and, under the sanitizer, no bad access)."""
+    import paddle
+
+    from helpers import place_of
+
+    attrs = dict(num_model_step=2, truncate_first_token=False, splitwise_prefill=False,
+                 kvcache_scheduler_v1=True)
+    ok = True
+    cases = ("none", "overlap", "grad")
+    for case in cases:
+        t = to_tensors(s, device)
+        names = [n for n in t if n != "not_need_stop"]
+        victim = names[int(rng.integers(len(names)))]
+        if case == "none":
+            t[victim] = None
+        elif case == "overlap":
+            buf = paddle.to_tensor(np.zeros(2 * s["mask_rollback"].size + 4, np.int32),
+                                   place=place_of(device))
+            n = s["mask_rollback"].shape[0]
+            t["mask_rollback"], t["accept_num"] = buf[0:n].reshape(s["mask_rollback"].shape), \
+                buf[2:n + 2].reshape(s["accept_num"].shape)
+        else:
+            t["seq_lens_decoder"].stop_gradient = False
+        before = {k: v.numpy().copy() for k, v in t.items() if v is not None}
+        try:
+            ops.draft_model_preprocess(**t, **attrs)
+            ok = False  # must have been refused
+        except ops.BadInputError:
+            pass
+        after = {k: v.numpy() for k, v in t.items() if v is not None}
+        ok &= all(after[k].tobytes() == before[k].tobytes() for k in before)
+    return ok
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--iterations", type=int, default=100)
@@ -66,7 +103,7 @@ def main():
     p.add_argument("--device", choices=["gpu", "cpu"], default="gpu")
     args = p.parse_args()
     rng = np.random.default_rng(2026)
-    counts = {"valid": 0, "corrupted": 0, "mismatch": 0}
+    counts = {"valid": 0, "corrupted": 0, "hostile": 0, "mismatch": 0}
     for it in range(args.iterations):
         bsz = int(rng.integers(1, args.max_bsz + 1))
         bad = it % 2 == 1
@@ -84,11 +121,15 @@ def main():
             corrupt(rng, m, MASK_FIELDS)
         ok &= same_outcome(lambda t: ops.update_attn_mask_offsets(**t),
                            lambda r: reference.update_attn_mask_offsets(**r), m, args.device)
+        if it % 10 == 9:
+            ok &= hostile_calls(rng, s, args.device)
+            counts["hostile"] += 3
         counts["corrupted" if bad else "valid"] += 2
         counts["mismatch"] += 0 if ok else 1
         if not ok:
             print(f"MISMATCH at iteration {it} (bsz {bsz}, attrs {attrs})", flush=True)
-    print(f"gpu_fuzz: {counts['valid']} valid and {counts['corrupted']} corrupted op calls, "
+    print(f"gpu_fuzz: {counts['valid']} valid, {counts['corrupted']} corrupted and "
+          f"{counts['hostile']} hostile (None, overlap, grad) op calls, "
           f"{counts['mismatch']} mismatches", flush=True)
     return 1 if counts["mismatch"] else 0
 
