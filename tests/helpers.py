@@ -79,3 +79,17 @@ def assert_unchanged(tensors, before):
     after = to_numpy(tensors)
     for name, arr in before.items():
         assert after[name].dtype == arr.dtype and after[name].tobytes() == arr.tobytes(), name
+
+
+def sim_args(**kw):
+    """The simulator's command-line defaults, with `kw` set (for tests)."""
+    import argparse
+
+    from fastdeploy_mtp import simulate_cli
+
+    p = argparse.ArgumentParser()
+    simulate_cli.add_arguments(p)
+    a = p.parse_args([])
+    for k, v in kw.items():
+        setattr(a, k, v)
+    return a

@@ -2,8 +2,6 @@
 cache-free recomputation with the fix, mixed and PD-split, text and
 multimodal; without the fix it does not; and the oracle is not vacuous."""
 
-import argparse
-
 import numpy as np
 import pytest
 
@@ -11,16 +9,11 @@ from fastdeploy_mtp import simulate, simulate_cli
 from fastdeploy_mtp.draft_check import TOLERANCE
 from fastdeploy_mtp.proposer import MTPProposer
 from fastdeploy_mtp.tiny_model import TinyConfig, TinyDecoder
+from helpers import sim_args
 
 
 def args(**kw):
-    p = argparse.ArgumentParser()
-    simulate_cli.add_arguments(p)
-    a = p.parse_args([])
-    a.steps, a.batch, a.draft_model = 14, 5, "tiny"
-    for k, v in kw.items():
-        setattr(a, k, v)
-    return a
+    return sim_args(**{"steps": 14, "batch": 5, "draft_model": "tiny", **kw})
 
 
 @pytest.mark.parametrize("mode", ["mixed", "pd"])

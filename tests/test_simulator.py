@@ -1,20 +1,13 @@
 """The closed-loop simulator: right with the fix, caught without it."""
 
-import argparse
-
 import pytest
 
 from fastdeploy_mtp import simulate, simulate_cli
+from helpers import sim_args
 
 
 def args(**kw):
-    p = argparse.ArgumentParser()
-    simulate_cli.add_arguments(p)
-    a = p.parse_args([])
-    a.steps, a.batch = 40, 6
-    for k, v in kw.items():
-        setattr(a, k, v)
-    return a
+    return sim_args(**{"steps": 40, "batch": 6, **kw})
 
 
 @pytest.mark.parametrize("mode", ["mixed", "pd"])
