@@ -371,7 +371,9 @@ MTP_HD MaskPlan plan_mask(const MaskTensors& t, int64_t i) {
   return p;
 }
 
-MTP_HD Failure check_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
+// The per-request half of the mask checks: everything but a prompt's
+// per-token values (check_mask_token), so that a GPU warp can share those.
+MTP_HD Failure check_mask_request(const MaskTensors& t, const MaskPlan& p, int64_t i) {
   if (p.branch == kSkip) return ok();
   const int32_t E = t.seq_lens_encoder[i];
   const int32_t S = t.seq_lens_decoder[i];
@@ -381,11 +383,6 @@ MTP_HD Failure check_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
     return fail(kTokensOutsideIds, p.q, p.n, t.num_tokens);
   if (p.branch == kPrompt) {
     if (p.n > t.mask_full_cols) return fail(kTokensPastMaskFull, p.n, t.mask_full_cols);
-    // Each written offset is full + 1: a valid end of a key range, so full in [0, INT32_MAX).
-    const int32_t* full = t.mask_full + i * t.mask_full_cols;
-    for (int32_t j = 0; j < p.n; ++j) {
-      if (full[j] < 0 || full[j] == kInt32Max) return fail(kMaskFullOutOfRange, j, full[j]);
-    }
   } else if (p.branch == kVisionGeneration) {
     if ((int64_t)S + p.n > kInt32Max) return fail(kMaskCursorOverflow, S, p.n);
   } else {  // kDecode
@@ -398,26 +395,75 @@ MTP_HD Failure check_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
   return ok();
 }
 
-// Writes the odd entries of request i's tokens; the caller has zeroed `out`.
-// check_mask has bounded every value, so the int32 sums below cannot wrap.
-MTP_HD void apply_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
-  int32_t* out = t.out + 2 * (int64_t)p.q;
+// Whether the request's tokens have checks of their own (a prompt's offsets).
+MTP_HD bool checks_tokens(const MaskPlan& p) { return p.branch == kPrompt; }
+
+// Token j of a prompt request, after check_mask_request passed: each offset
+// written is full + 1, a valid end of a key range, so full is in [0, INT32_MAX).
+MTP_HD Failure check_mask_token(const MaskTensors& t, int64_t i, int32_t j) {
+  const int32_t* full = t.mask_full + i * t.mask_full_cols;
+  if (full[j] < 0 || full[j] == kInt32Max) return fail(kMaskFullOutOfRange, j, full[j]);
+  return ok();
+}
+
+MTP_HD Failure check_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
+  const Failure f = check_mask_request(t, p, i);
+  if (f.code != kOk || !checks_tokens(p)) return f;
+  for (int32_t j = 0; j < p.n; ++j) {
+    const Failure g = check_mask_token(t, i, j);
+    if (g.code != kOk) return g;
+  }
+  return ok();
+}
+
+// A decode request's cursor after consuming its rollback (checked: in range).
+MTP_HD int32_t mask_cursor(const MaskTensors& t, int64_t i) {
+  const int32_t cursor = t.mask_decoder[i] - t.mask_rollback[i];
+  return cursor;
+}
+
+// The odd entry of token j of a request that is not skipped; `cursor` is
+// mask_cursor for a decode request. check_mask has bounded every value, so
+// the int32 sums cannot wrap.
+MTP_HD int32_t mask_token_end(const MaskTensors& t, const MaskPlan& p, int64_t i, int32_t j,
+                              int32_t cursor) {
   if (p.branch == kPrompt) {
     const int32_t* full = t.mask_full + i * t.mask_full_cols;
-    for (int32_t j = 0; j < p.n; ++j) out[2 * j + 1] = full[j] + 1;
-  } else if (p.branch == kVisionGeneration) {
-    const int32_t v = t.seq_lens_decoder[i] + p.n;
-    for (int32_t j = 0; j < p.n; ++j) out[2 * j + 1] = v;
-  } else if (p.branch == kDecode) {
-    const int32_t cursor = t.mask_decoder[i] - t.mask_rollback[i];
-    t.mask_rollback[i] = 0;
-    for (int32_t j = 0; j < p.n; ++j) out[2 * j + 1] = cursor + 1 + j;
-    t.mask_decoder[i] = cursor + p.n;
-    if (p.n > 1) {
-      int32_t* states = t.decode_states + i * t.decode_states_cols;
-      for (int64_t j = 0; j < t.decode_states_cols; ++j) states[j] = j < p.n ? 0 : -1;
-    }
+    return full[j] + 1;
   }
+  if (p.branch == kVisionGeneration) {
+    const int32_t v = t.seq_lens_decoder[i] + p.n;
+    return v;
+  }
+  return cursor + 1 + j;
+}
+
+// Column j of a decode request's decode_states when it feeds n > 1 tokens.
+MTP_HD bool writes_decode_states(const MaskPlan& p) { return p.branch == kDecode && p.n > 1; }
+MTP_HD void write_decode_state(const MaskTensors& t, const MaskPlan& p, int64_t i, int64_t j) {
+  int32_t* states = t.decode_states + i * t.decode_states_cols;
+  states[j] = j < p.n ? 0 : -1;
+}
+
+// After its tokens: a decode request's cursor has consumed the rollback and
+// advances past them.
+MTP_HD void finish_mask_request(const MaskTensors& t, const MaskPlan& p, int64_t i,
+                                int32_t cursor) {
+  if (p.branch != kDecode) return;
+  t.mask_rollback[i] = 0;
+  t.mask_decoder[i] = cursor + p.n;
+}
+
+// All of request i, one thread (the CPU driver); the caller has zeroed `out`.
+MTP_HD void apply_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
+  if (p.branch == kSkip) return;
+  const int32_t cursor = p.branch == kDecode ? mask_cursor(t, i) : 0;
+  int32_t* out = t.out + 2 * (int64_t)p.q;
+  for (int32_t j = 0; j < p.n; ++j) out[2 * j + 1] = mask_token_end(t, p, i, j, cursor);
+  if (writes_decode_states(p)) {
+    for (int64_t j = 0; j < t.decode_states_cols; ++j) write_decode_state(t, p, i, j);
+  }
+  finish_mask_request(t, p, i, cursor);
 }
 
 // What a whole-batch run reports back (a success or the first failure): from the CPU loop (mtp_cpu.h) directly,

@@ -105,23 +105,19 @@ __device__ void deliver(const Reporting& out, const BatchResult& r) {
   }
 }
 
-// The whole-batch agreement both kernels start with: every thread checks its
-// requests, all agree on the first failing one, and the leader reports it.
-// Returns whether the batch may be written. An error an earlier asynchronous
-// call left pending also stops the batch: it is marked deferred, and handed to
-// the host (and cleared) if this call is synchronous.
-template <typename Scope, typename CheckRequest>
-__device__ bool batch_is_valid(const Scope& scope, int64_t bsz, OpId op, const Reporting& out,
-                               CheckRequest check) {
+// The whole-batch agreement both kernels start with: `first_bad()` gives the
+// earliest failing request among this thread's share (kNone if none), all
+// agree on the earliest overall, and the leader reports it, worded by the
+// serial `check(i)`. Returns whether the batch may be written. An error an
+// earlier asynchronous call left pending also stops the batch: it is marked
+// deferred, and handed to the host (and cleared) if this call is synchronous.
+template <typename Scope, typename FirstBad, typename CheckRequest>
+__device__ bool batch_is_valid(const Scope& scope, OpId op, const Reporting& out,
+                               FirstBad first_bad, CheckRequest check) {
   constexpr long long kPendingError = -1;
   // Read while the batch is checked, not before: it is a global load.
   const int64_t pending_code = scope.leader() ? out.pending->code : kOk;
-  long long mine = kNone;
-  // Unrolled so that each thread has several requests' loads in flight.
-#pragma unroll 4
-  for (int64_t i = scope.first(); i < bsz; i += scope.stride()) {
-    if (mine == kNone && check(i).code != kOk) mine = i;
-  }
+  long long mine = first_bad();
   if (pending_code != kOk) mine = kPendingError;
   const long long bad = scope.min_all(mine);
   if (bad == kNone) return true;
@@ -145,8 +141,18 @@ __device__ bool batch_is_valid(const Scope& scope, int64_t bsz, OpId op, const R
 template <typename Scope>
 __global__ void preprocess_kernel(PreprocessTensors t, PreprocessAttrs a, int64_t bsz,
                                   bool* not_need_stop, Reporting out, Scope scope) {
+  // One request a thread.
   auto check = [&](int64_t i) { return check_preprocess(t, plan_preprocess(t, a, i), i); };
-  if (!batch_is_valid(scope, bsz, kPreprocessOp, out, check)) return;
+  auto first_bad = [&]() {
+    long long mine = kNone;
+    // Unrolled so that each thread has several requests' loads in flight.
+#pragma unroll 4
+    for (int64_t i = scope.first(); i < bsz; i += scope.stride()) {
+      if (mine == kNone && check(i).code != kOk) mine = i;
+    }
+    return mine;
+  };
+  if (!batch_is_valid(scope, kPreprocessOp, out, first_bad, check)) return;
   int any = 0;
 #pragma unroll 4
   for (int64_t i = scope.first(); i < bsz; i += scope.stride())
@@ -170,16 +176,46 @@ __device__ void zero(const Scope& scope, int32_t* out, int64_t n) {
   for (int64_t k = done + scope.first(); k < n; k += scope.stride()) out[k] = 0;
 }
 
+constexpr unsigned kFullWarp = 0xffffffffu;
+
+// One request a warp: its lanes share the request's tokens, so a prompt's
+// per-token reads and every output write are coalesced (a thread walking a
+// request alone touched one cache line per token). Block sizes are multiples
+// of 32, so every warp is whole.
 template <typename Scope>
 __global__ void mask_kernel(MaskTensors t, int64_t bsz, Reporting out, Scope scope) {
   // Every entry is written: zeros, then each request's odd entries. The output
   // is a fresh tensor, so it may be zeroed before the batch is validated (the
   // barriers in batch_is_valid order it before the writes below).
   zero(scope, t.out, 2 * t.num_tokens);
+  const int lane = threadIdx.x % 32;
+  const int64_t warp = scope.first() / 32, warps = scope.stride() / 32;
   auto check = [&](int64_t i) { return check_mask(t, plan_mask(t, i), i); };
-  if (!batch_is_valid(scope, bsz, kMaskOp, out, check)) return;
-#pragma unroll 4
-  for (int64_t i = scope.first(); i < bsz; i += scope.stride()) apply_mask(t, plan_mask(t, i), i);
+  auto first_bad = [&]() {
+    for (int64_t i = warp; i < bsz; i += warps) {  // warp-uniform
+      const MaskPlan p = plan_mask(t, i);
+      bool bad = check_mask_request(t, p, i).code != kOk;
+      if (!bad && checks_tokens(p)) {
+        for (int32_t j = lane; j < p.n; j += 32) bad |= check_mask_token(t, i, j).code != kOk;
+        bad = __any_sync(kFullWarp, bad);
+      }
+      if (bad) return (long long)i;
+    }
+    return kNone;
+  };
+  if (!batch_is_valid(scope, kMaskOp, out, first_bad, check)) return;
+  for (int64_t i = warp; i < bsz; i += warps) {
+    const MaskPlan p = plan_mask(t, i);
+    if (p.branch == kSkip) continue;
+    const int32_t cursor = p.branch == kDecode ? mask_cursor(t, i) : 0;
+    __syncwarp();  // every lane has read the request before any lane writes it
+    int32_t* o = t.out + 2 * (int64_t)p.q;
+    for (int32_t j = lane; j < p.n; j += 32) o[2 * j + 1] = mask_token_end(t, p, i, j, cursor);
+    if (writes_decode_states(p)) {
+      for (int64_t j = lane; j < t.decode_states_cols; j += 32) write_decode_state(t, p, i, j);
+    }
+    if (lane == 0) finish_mask_request(t, p, i, cursor);
+  }
   if (scope.leader()) deliver(out, batch_ok(false));
 }
 
@@ -247,8 +283,12 @@ cudaError_t launch_preprocess(const PreprocessTensors& t, const PreprocessAttrs&
 
 cudaError_t launch_mask(const MaskTensors& t, int64_t bsz, Reporting out, GridScratch scratch,
                         cudaStream_t stream) {
+  // A warp for every kMaskRequestsPerWarp requests: one block up to
+  // 32 * kMaskRequestsPerWarp of them, a grid past that (or past the zeroing).
+  constexpr int64_t kMaskRequestsPerWarp = 4;
   const int64_t zeroing = (2 * t.num_tokens + 3) / 4;  // 16-byte stores
-  const int64_t work = bsz > zeroing ? bsz : zeroing;
+  const int64_t warps_work = (bsz + kMaskRequestsPerWarp - 1) / kMaskRequestsPerWarp * 32;
+  const int64_t work = warps_work > zeroing ? warps_work : zeroing;
   const int blocks = grid_blocks(mask_kernel<WholeGrid>, work, scratch);
   if (blocks > 0) {
     return launch_grid(mask_kernel<WholeGrid>, blocks, stream, t, bsz, out, WholeGrid{scratch});
