@@ -294,3 +294,32 @@ def test_a_captured_failure_changes_nothing_and_surfaces_later(where):
     assert_unchanged(t, s)
     ops.raise_pending_errors(t["seq_lens_decoder"])  # reported once: nothing pending now
     g.reset()
+
+
+def test_a_thread_with_several_failing_requests_reports_its_first():
+    """Past the grid's 1024 blocks x 256 threads a thread walks several
+    requests: with every request from 7 on refused, the one reported is 7."""
+    bsz = 1024 * 256 + 64
+    k = 2
+    i32, i64 = np.int32, np.int64
+    s = {  # every request decodes with one accepted token; built whole, not per request
+        "draft_tokens": np.zeros((bsz, 4), i64), "input_ids": np.zeros((bsz, 4), i64),
+        "stop_flags": np.zeros(bsz, bool), "seq_lens_this_time": np.ones(bsz, i32),
+        "seq_lens_encoder": np.zeros(bsz, i32), "seq_lens_decoder": np.full(bsz, 10, i32),
+        "step_idx": np.full(bsz, 10, i64), "not_need_stop": np.zeros(1, bool),
+        "is_block_step": np.zeros(bsz, bool), "batch_drop": np.zeros(bsz, bool),
+        "pre_ids": np.zeros((bsz, 8), i64), "mask_rollback": np.zeros(bsz, i32),
+        "accept_tokens": np.ones((bsz, 4), i64), "accept_num": np.ones(bsz, i32),
+        "base_model_seq_lens_this_time": np.ones(bsz, i32),
+        "base_model_seq_lens_encoder": np.zeros(bsz, i32),
+        "base_model_seq_lens_decoder": np.full(bsz, 12, i32),
+        "base_model_step_idx": np.full(bsz, 3, i64),
+        "base_model_stop_flags": np.zeros(bsz, bool),
+        "base_model_is_block_step": np.zeros(bsz, bool),
+        "base_model_draft_tokens": np.zeros((bsz, 3), i64),
+    }
+    s["accept_num"][7:] = -1
+    t = to_tensors(s, "gpu")
+    with pytest.raises(ops.BadInputError, match="request 7: accept_num"):
+        ops.draft_model_preprocess(**t, **preprocess_attrs(k, v1=True))
+    assert_unchanged(t, s)
