@@ -68,9 +68,11 @@ def test_the_oracle_catches_an_offset_wrong_by_one(monkeypatch, shift):
             import paddle
 
             arr = out.numpy()
-            q = int(cu.numpy()[decoding[0]])
+            i = int(decoding[0])
+            q = int(cu.numpy()[i])
             arr[2 * q + 1] += shift
             state["done"] = True
+            state["where"] = (i, int(self.state["seq_lens_decoder"].numpy()[i]))
             return paddle.to_tensor(arr)
         return out
 
@@ -79,6 +81,9 @@ def test_the_oracle_catches_an_offset_wrong_by_one(monkeypatch, shift):
                      print_rows=False)
     assert state["done"]
     assert t.model.disagreements >= 1, "the cache-free oracle missed a mask end off by one"
+    # Caught at the very token whose end was moved, not only downstream of it.
+    slot, position = state["where"]
+    assert f"slot {slot} position {position}:" in t.model.first, t.model.first
 
 
 def test_cached_forward_matches_full_forward_directly():

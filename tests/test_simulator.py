@@ -66,3 +66,28 @@ def test_plot(tmp_path):
     assert path.stat().st_size > 1000
     assert path.read_bytes()[:4] == b"\x89PNG"
 
+
+
+def test_a_step_idx_off_by_one_is_caught(monkeypatch):
+    """The simulator checks step_idx against the base model too, not only
+    seq_lens_decoder: a preprocess that leaves step_idx one too high once."""
+    from fastdeploy_mtp.buffers import read, write
+    from fastdeploy_mtp.proposer import MTPProposer
+
+    real = MTPProposer.prepare_inputs
+    calls = {"n": 0}
+
+    def off_by_one(self):
+        running = real(self)
+        calls["n"] += 1
+        if calls["n"] == 5:
+            stop, enc = read(self.state["stop_flags"]), read(self.state["seq_lens_encoder"])
+            step = read(self.state["step_idx"])
+            step[(~stop) & (enc == 0)] += 1
+            write(self.state["step_idx"], step)
+        return running
+
+    monkeypatch.setattr(MTPProposer, "prepare_inputs", off_by_one)
+    t = simulate.run(args(mode="mixed", num_model_steps=3, seed=2, steps=12), legacy=False,
+                     print_rows=False)
+    assert t.align_violations > 0 and "step_idx" in t.first_violation, t.first_violation
