@@ -155,7 +155,7 @@ INT32_MAX = 2**31 - 1
 
 
 def _refuse_tensor(sig, arg, t) -> None:
-    if not isinstance(t, _tensor_type()):
+    if not isinstance(t, _paddle_facts()[0]):
         raise BadInputError(f"{sig.name}: {arg.name} must be a paddle.Tensor, got "
                             f"{type(t).__name__}")
     if not arg.written:
@@ -185,19 +185,14 @@ def _refuse_attr(sig, arg, value) -> None:
                             f"{int(value)}")
 
 
-_TENSOR_TYPE = []  # paddle.Tensor, once Paddle is imported (importing this module needs none)
+@functools.lru_cache(maxsize=None)
+def _paddle_facts() -> tuple:
+    """(paddle.Tensor, whether this Paddle has strided views that can be
+    non-contiguous: Paddle 2.6 has none). Asked once; importing this module
+    needs no Paddle."""
+    import paddle
 
-
-_STRIDED = [False]  # whether this Paddle has strided (possibly non-contiguous) views
-
-
-def _tensor_type():
-    if not _TENSOR_TYPE:
-        import paddle
-
-        _STRIDED[0] = hasattr(paddle.Tensor, "is_contiguous")
-        _TENSOR_TYPE.append(paddle.Tensor)
-    return _TENSOR_TYPE[0]
+    return paddle.Tensor, hasattr(paddle.Tensor, "is_contiguous")
 
 
 # Positions of each op's written inputs (an OpSignature hashes slowly: look up by name).
@@ -219,10 +214,10 @@ def _check_boundary(sig, tensors, attrs=()) -> None:
     The common case is one pass over the written tensors; the slow path only
     words the error.
     """
-    _tensor_type()
+    _, strided = _paddle_facts()
     ok = True
     try:
-        if _STRIDED[0]:
+        if strided:
             for k in _WRITTEN_POSITIONS[sig.name]:
                 t = tensors[k]
                 if not t.stop_gradient or not t.is_contiguous():
