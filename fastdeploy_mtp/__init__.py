@@ -4,10 +4,17 @@
   ``update_attn_mask_offsets`` (CPU and CUDA), as typed wrappers.
 - ``fastdeploy_mtp.reference``: the same ops in plain numpy, from docs/contract.md.
 - ``fastdeploy_mtp.signature``: the one table of the ops' signatures.
-- ``python -m fastdeploy_mtp check | bench | simulate``.
+- ``fastdeploy_mtp.proposer``: MTPProposer, the draft state of a runner.
+- ``python -m fastdeploy_mtp check | signature | bench | bench-sim | bench-gpu | simulate``.
 
 Importing the package loads nothing heavy; the op library is loaded (or
 built) on the first op call.
 """
+
+import warnings
+
+# `import paddle` warns that ccache is missing (its extension builder's concern,
+# not our users'); this one message is silenced, nothing else.
+warnings.filterwarnings("ignore", message="No ccache found", category=UserWarning)
 
 __version__ = "0.1.0"

@@ -48,3 +48,18 @@ def test_outside_a_checkout_the_install_is_always_used(installed, monkeypatch):
 def test_no_install_means_a_build(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     assert not ops._installed_is_current()
+
+
+def test_no_paddle_chatter_on_the_terminal():
+    """A user's run shows our output only: no ccache warning, no "using custom
+    operator only", no "Compiling user custom op" (the library is built)."""
+    import os
+    import subprocess
+    import sys
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-m", "fastdeploy_mtp", "simulate", "--steps", "1",
+                        "--quiet"], cwd=repo, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    for chatter in ("ccache", "using custom operator", "Compiling user custom op"):
+        assert chatter not in r.stdout + r.stderr, r.stdout + r.stderr
