@@ -398,17 +398,31 @@ MTP_HD Failure check_mask_request(const MaskTensors& t, const MaskPlan& p, int64
 // Whether the request's tokens have checks of their own (a prompt's offsets).
 MTP_HD bool checks_tokens(const MaskPlan& p) { return p.branch == kPrompt; }
 
-// Token j of a prompt request, after check_mask_request passed: each offset
-// written is full + 1, a valid end of a key range, so full is in [0, INT32_MAX).
+// A prompt's mask offset is written as offset + 1, the end of a key range, so
+// it must lie in [0, INT32_MAX).
+MTP_HD bool mask_offset_ok(int32_t v) { return v >= 0 && v != kInt32Max; }
+
+// Token j of a prompt request, after check_mask_request passed.
 MTP_HD Failure check_mask_token(const MaskTensors& t, int64_t i, int32_t j) {
   const int32_t* full = t.mask_full + i * t.mask_full_cols;
-  if (full[j] < 0 || full[j] == kInt32Max) return fail(kMaskFullOutOfRange, j, full[j]);
+  if (!mask_offset_ok(full[j])) return fail(kMaskFullOutOfRange, j, full[j]);
   return ok();
 }
 
 MTP_HD Failure check_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
   const Failure f = check_mask_request(t, p, i);
   if (f.code != kOk || !checks_tokens(p)) return f;
+  // Every offset is in range exactly when the smallest and the largest are: a
+  // reduction without early exit, which the compiler vectorises. Only a bad
+  // request walks its tokens to name the first bad one.
+  const int32_t* full = t.mask_full + i * t.mask_full_cols;
+  int32_t lo = 0, hi = 0;
+  if (p.n > 0) lo = hi = full[0];
+  for (int32_t j = 1; j < p.n; ++j) {
+    lo = full[j] < lo ? full[j] : lo;
+    hi = full[j] > hi ? full[j] : hi;
+  }
+  if (mask_offset_ok(lo) && mask_offset_ok(hi)) return ok();
   for (int32_t j = 0; j < p.n; ++j) {
     const Failure g = check_mask_token(t, i, j);
     if (g.code != kOk) return g;
@@ -422,20 +436,23 @@ MTP_HD int32_t mask_cursor(const MaskTensors& t, int64_t i) {
   return cursor;
 }
 
-// The odd entry of token j of a request that is not skipped; `cursor` is
-// mask_cursor for a decode request. check_mask has bounded every value, so
-// the int32 sums cannot wrap.
+// The odd entry of token j, per branch. check_mask has bounded every value,
+// so the int32 sums cannot wrap.
+MTP_HD int32_t prompt_token_end(const int32_t* full, int32_t j) { return full[j] + 1; }
+MTP_HD int32_t vision_token_end(const MaskTensors& t, const MaskPlan& p, int64_t i) {
+  const int32_t v = t.seq_lens_decoder[i] + p.n;
+  return v;
+}
+MTP_HD int32_t decode_token_end(int32_t cursor, int32_t j) { return cursor + 1 + j; }
+
+// The same for any branch but kSkip; `cursor` is mask_cursor for a decode
+// request. (apply_mask's loops call the per-branch forms directly, so that
+// the branch is decided once per request, not per token.)
 MTP_HD int32_t mask_token_end(const MaskTensors& t, const MaskPlan& p, int64_t i, int32_t j,
                               int32_t cursor) {
-  if (p.branch == kPrompt) {
-    const int32_t* full = t.mask_full + i * t.mask_full_cols;
-    return full[j] + 1;
-  }
-  if (p.branch == kVisionGeneration) {
-    const int32_t v = t.seq_lens_decoder[i] + p.n;
-    return v;
-  }
-  return cursor + 1 + j;
+  if (p.branch == kPrompt) return prompt_token_end(t.mask_full + i * t.mask_full_cols, j);
+  if (p.branch == kVisionGeneration) return vision_token_end(t, p, i);
+  return decode_token_end(cursor, j);
 }
 
 // Column j of a decode request's decode_states when it feeds n > 1 tokens.
@@ -459,7 +476,15 @@ MTP_HD void apply_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
   if (p.branch == kSkip) return;
   const int32_t cursor = p.branch == kDecode ? mask_cursor(t, i) : 0;
   int32_t* out = t.out + 2 * (int64_t)p.q;
-  for (int32_t j = 0; j < p.n; ++j) out[2 * j + 1] = mask_token_end(t, p, i, j, cursor);
+  if (p.branch == kPrompt) {
+    const int32_t* full = t.mask_full + i * t.mask_full_cols;
+    for (int32_t j = 0; j < p.n; ++j) out[2 * j + 1] = prompt_token_end(full, j);
+  } else if (p.branch == kVisionGeneration) {
+    const int32_t v = vision_token_end(t, p, i);
+    for (int32_t j = 0; j < p.n; ++j) out[2 * j + 1] = v;
+  } else {
+    for (int32_t j = 0; j < p.n; ++j) out[2 * j + 1] = decode_token_end(cursor, j);
+  }
   if (writes_decode_states(p)) {
     for (int64_t j = 0; j < t.decode_states_cols; ++j) write_decode_state(t, p, i, j);
   }

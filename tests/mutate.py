@@ -100,8 +100,11 @@ MUTATIONS = [
     Mutation("tokens bound off by one", H, "(int64_t)p.q + p.n > t.num_tokens)",
              "(int64_t)p.q + p.n > t.num_tokens + 1)"),
     Mutation("negative cursor allowed", H, "if (cursor < 0) return", "if (cursor < -1000000) return"),
-    Mutation("mask offsets range unchecked", H,
-             "if (full[j] < 0 || full[j] == kInt32Max) return", "if (false) return"),
+    Mutation("mask offsets range unchecked", H, "return v >= 0 && v != kInt32Max;",
+             "return true;"),
+    Mutation("mask offsets checked by their minimum only", H,
+             "if (mask_offset_ok(lo) && mask_offset_ok(hi)) return ok();",
+             "if (mask_offset_ok(lo)) return ok();"),
     # -- the CPU driver ----------------------------------------------------------
     Mutation("CPU check skips the last request", CPU, "for (int64_t i = 0; i < bsz; ++i) {",
              "for (int64_t i = 0; i + 1 < bsz; ++i) {", nth=0),
