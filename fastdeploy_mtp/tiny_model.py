@@ -69,8 +69,6 @@ def _attend(q, k, v, starts: np.ndarray, ends: np.ndarray):
 
 def _weights(cfg: TinyConfig, max_model_len: int):
     """Embeddings, blocks, final norm and head, drawn from cfg.seed."""
-    import paddle
-
     rng = np.random.default_rng(cfg.seed)
     d, V = cfg.d_model, cfg.vocab
 
@@ -98,8 +96,6 @@ class TinyDecoder:
     """The model and its KV cache of `max_num_seqs` slots x `max_model_len` positions."""
 
     def __init__(self, config: TinyConfig, max_num_seqs: int, max_model_len: int):
-        import paddle
-
         self.cfg = config
         self.N, self.L = max_num_seqs, max_model_len
         self.embed, self.pos, self.blocks, self.ln_f, self.head = _weights(config, max_model_len)
