@@ -164,7 +164,8 @@ class ArgChecker {
 
   void remember(const paddle::Tensor& t, const char* name, Access access) {
     const int64_t n = t.numel();
-    if (n == 0 || access == Access::kUnread || count_ == kMaxSpans) return;
+    if (n == 0 || access == Access::kUnread) return;
+    MTP_CHECK(count_ < kMaxSpans, op_, ": more tensor arguments than the overlap check holds");
     const uintptr_t begin = reinterpret_cast<uintptr_t>(t.data());
     spans_[count_++] = Span{name, begin, begin + (uintptr_t)(n * dtype_bytes(t.dtype())),
                             access == Access::kWritten, t.is_cpu()};
