@@ -165,6 +165,8 @@ def prompt_request(s, i, n=1):
     s["seq_lens_decoder"][i] = 0
     s["seq_lens_this_time"][i] = n
     s["decode_states"][i, 0] = 0
+    # Room for its tokens [cu_seqlens_q[i], + n) whatever its position.
+    s["ids_remove_padding"] = np.zeros(s["ids_remove_padding"].shape[0] + n, np.int64)
 
 
 MASK_LIMITS = {
@@ -177,6 +179,10 @@ MASK_LIMITS = {
                       s["mask_rollback"].__setitem__(i, 0)), "attn_mask_offsets"),
     "prompt offset int32 max": (
         lambda s, i: (prompt_request(s, i), s["attn_mask_offsets_full"].__setitem__((i, 0), I32_MAX)),
+        "attn_mask_offsets_full"),
+    "prompt offset int32 max after a valid one": (
+        lambda s, i: (prompt_request(s, i, n=2), s["attn_mask_offsets_full"].__setitem__((i, 0), 0),
+                      s["attn_mask_offsets_full"].__setitem__((i, 1), I32_MAX)),
         "attn_mask_offsets_full"),
     "prompt offset negative": (
         lambda s, i: (prompt_request(s, i), s["attn_mask_offsets_full"].__setitem__((i, 0), -1)),
