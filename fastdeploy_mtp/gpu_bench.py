@@ -142,11 +142,7 @@ def run(bsz_list, calls: int, rounds: int = 7, print_fn=print) -> None:
              "| baseline correct | ours async | empty kernel | async/empty | empty, 1-tensor op |")
     print_fn("|---:|---:|---:|---:|---:|---:|---:|:---|---:|---:|---:|---:|")
     for bsz in bsz_list:
-        s = states.preprocess_state(rng, bsz, num_model_step=K)
-        s["seq_lens_decoder"] += 1_000_000  # stays valid through many K-1 rollbacks
-        s["base_model_seq_lens_decoder"] += 1_000_000
-        s["step_idx"] += 1_000_000
-        s["stop_flags"][:] = False  # no recovery: it would reset step_idx near 0 for later rollbacks
+        s = states.repeatable_preprocess_state(rng, bsz, num_model_step=K)
         ours, base, asyn = _gpu_state(s, place), _gpu_state(s, place), _gpu_state(s, place, True)
         r = _interleaved({
             "ours": (lambda: ops.draft_model_preprocess(**ours, **attrs), None),
@@ -222,11 +218,7 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
     print_fn("| bsz | replayed step | graph of empty kernels | ratio |")
     print_fn("|---:|---:|---:|---:|")
     for bsz in bsz_list:
-        s = states.preprocess_state(rng, bsz, num_model_step=K)
-        s["seq_lens_decoder"] += 1_000_000  # valid through every replay's rollback
-        s["base_model_seq_lens_decoder"] += 1_000_000
-        s["step_idx"] += 1_000_000
-        s["stop_flags"][:] = False
+        s = states.repeatable_preprocess_state(rng, bsz, num_model_step=K)
         m = states.mask_state(rng, bsz)
         pre, mask = _gpu_state(s, place, True), _gpu_state(m, place)
         ops.draft_model_preprocess(**pre, **attrs)  # warm-up: error record, grid scratch

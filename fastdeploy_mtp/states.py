@@ -124,6 +124,21 @@ def preprocess_state(
     return s
 
 
+def repeatable_preprocess_state(rng: np.random.Generator, bsz: int, *,
+                                num_model_step: int) -> State:
+    """A valid preprocess input that stays valid through many calls in a row
+    (benchmarks, captured-graph replays): every call rolls the draft back
+    num_model_step - 1 positions, so lengths and steps start far from zero, and
+    no draft is stopped (a re-sync would set step_idx near 0, and the next
+    rollbacks would take it below 0, which is refused)."""
+    s = preprocess_state(rng, bsz, num_model_step=num_model_step)
+    s["seq_lens_decoder"] += 1_000_000
+    s["base_model_seq_lens_decoder"] += 1_000_000
+    s["step_idx"] += 1_000_000
+    s["stop_flags"][:] = False
+    return s
+
+
 def mask_state(
     rng: np.random.Generator,
     bsz: int,

@@ -29,10 +29,7 @@ def main():
     args = p.parse_args()
     place = paddle.CUDAPlace(0)
     rng = np.random.default_rng(1)
-    s = states.preprocess_state(rng, args.bsz, num_model_step=3)
-    s["seq_lens_decoder"] += 1_000_000
-    s["step_idx"] += 1_000_000
-    s["stop_flags"][:] = False
+    s = states.repeatable_preprocess_state(rng, args.bsz, num_model_step=3)
     m = states.mask_state(rng, args.bsz)
     pre = {n: paddle.to_tensor(a, place=place) for n, a in s.items()}
     mask = {n: paddle.to_tensor(a, place=place) for n, a in m.items()}
