@@ -23,6 +23,18 @@ from .tiny_model import TinyConfig, TinyDecoder
 TOLERANCE = 1e-4  # float32 logits of the cached and the cache-free forward
 
 
+def true_ends(prompt_offsets: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """The end (exclusive) of the keys each draft position truly attends: its
+    prompt's mask offset + 1 at a prompt position (an image span attends itself
+    whole), p + 1 (causal) at every later one (docs/contract.md, "The
+    invariant"). The simulator's offset check and the oracle both use it."""
+    positions = np.asarray(positions, np.int64)
+    ends = positions + 1
+    in_prompt = positions < prompt_offsets.shape[0]
+    ends[in_prompt] = prompt_offsets[positions[in_prompt]] + 1
+    return ends
+
+
 @dataclass
 class ModelTally:
     tokens: int = 0            # query tokens compared
@@ -36,12 +48,12 @@ class DraftRunner:
     def __init__(self, max_num_seqs: int, max_model_len: int, vocab: int, seed: int = 0):
         self.model = TinyDecoder(TinyConfig(vocab=vocab, seed=seed), max_num_seqs, max_model_len)
         self.held = np.full((max_num_seqs, max_model_len), -1, np.int64)
-        self.prompt_ends: Dict[int, np.ndarray] = {}  # slot -> true ends of its prompt positions
+        self.prompt_offsets: Dict[int, np.ndarray] = {}  # slot -> its prompt's mask offsets
 
     def admit(self, slot: int, mask_offsets: np.ndarray) -> None:
         """A new request in `slot`: its prompt's true mask. The cache and the
         held tokens keep whatever was there (a real runner does not clear them)."""
-        self.prompt_ends[slot] = np.asarray(mask_offsets, np.int64) + 1
+        self.prompt_offsets[slot] = np.asarray(mask_offsets, np.int64)
 
     def export_prompt(self, slot: int, n: int) -> tuple:
         """What a prefill node hands over with a request: the draft K/V of
@@ -54,13 +66,6 @@ class DraftRunner:
         self.model.import_slot(slot, kv)
         self.held[slot, :held.shape[0]] = held
 
-    def true_ends(self, slot: int, M: int) -> np.ndarray:
-        ends = np.arange(1, M + 1, dtype=np.int64)
-        prompt = self.prompt_ends[slot]
-        k = min(M, prompt.shape[0])
-        ends[:k] = prompt[:k]
-        return ends
-
     def substep(self, ids: np.ndarray, fed: List[tuple], offsets: np.ndarray, tally: ModelTally,
                 where: str) -> Dict[int, int]:
         """The cached forward over `fed` = [(slot, q, n, kv_start)], checked against
@@ -70,7 +75,8 @@ class DraftRunner:
         for slot, q, n, start in fed:
             self.held[slot, start:start + n] = ids[q:q + n]
             M = start + n
-            full = self.model.forward_full(self.held[slot, :M], self.true_ends(slot, M))
+            ends = true_ends(self.prompt_offsets[slot], np.arange(M))
+            full = self.model.forward_full(self.held[slot, :M], ends)
             got, want = logits[q:q + n], full[start:M]
             diff = np.abs(got - want).max(axis=1)
             bad = (diff > TOLERANCE) | (got.argmax(axis=1) != want.argmax(axis=1))
@@ -83,6 +89,6 @@ class DraftRunner:
                     tally.first = (f"{where}: slot {slot} position {start + j}: cached logits "
                                    f"differ from the cache-free recomputation by "
                                    f"{diff[j]:.3g} (mask end {int(offsets[2 * (q + j) + 1])}, "
-                                   f"true end {int(self.true_ends(slot, M)[start + j])})")
+                                   f"true end {int(ends[start + j])})")
             greedy[slot] = int(got[-1].argmax())
         return greedy

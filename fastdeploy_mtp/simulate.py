@@ -30,7 +30,7 @@ from typing import List, Optional
 import numpy as np
 
 from .buffers import make_base_buffers, read as _read, write as _write
-from .draft_check import DraftRunner, ModelTally
+from .draft_check import DraftRunner, ModelTally, true_ends
 from .proposer import MTPProposer, ProposerConfig, Request
 from .sim_models import VOCAB, ScriptedBase, draft_substep_update
 
@@ -58,29 +58,20 @@ class Tally:
             self.first_violation = msg
 
 
-def check_mask_offsets(p: MTPProposer, base: ScriptedBase, out: np.ndarray, cu: np.ndarray,
-                       tally: Tally, where: str) -> int:
-    """The invariant: every token written gets the mask end of its position:
-    its prompt's offset + 1 at a prompt position, KV position + 1 after."""
-    n_all = _read(p.state["seq_lens_this_time"])
-    E, S = _read(p.state["seq_lens_encoder"]), _read(p.state["seq_lens_decoder"])
-    block = _read(p.state["is_block_step"])
+def check_mask_offsets(base: ScriptedBase, out: np.ndarray, fed: List[tuple], tally: Tally,
+                       where: str) -> int:
+    """The invariant: every token the op wrote (`fed`, from fed_requests) gets
+    the true end of its position (draft_check.true_ends)."""
     worst = 0
-    for i in np.nonzero(n_all > 0)[0]:
-        if block[i] or (E[i] == 0 and S[i] == 0):
-            continue  # the op writes nothing for it
-        pos = S[i] + np.arange(n_all[i])
-        got = out[(cu[i] + np.arange(n_all[i])) * 2 + 1]
-        prompt = base.slots[i].mask_offsets
-        want = pos + 1
-        in_prompt = pos < prompt.shape[0]
-        want[in_prompt] = prompt[pos[in_prompt]] + 1
-        tally.tokens += len(pos)
+    for slot, q, n, start in fed:
+        got = out[(q + np.arange(n)) * 2 + 1]
+        want = true_ends(base.slots[slot].mask_offsets, start + np.arange(n))
+        tally.tokens += n
         bad = got != want
         if bad.any():
             tally.mask_violations += int(bad.sum())
             worst = max(worst, int(np.abs(got - want).max()))
-            tally.note(f"{where}: slot {i}: mask offsets {got.tolist()}, true ends "
+            tally.note(f"{where}: slot {slot}: mask offsets {got.tolist()}, true ends "
                        f"{want.tolist()}")
     return worst
 
@@ -172,10 +163,11 @@ def engine_step(node: Node, step: int, rng, args, tally: Tally) -> dict:
         out = p.update_attn_mask_offsets(paddle.to_tensor(ids, place=p.place),
                                          paddle.to_tensor(cu, place=p.place)).numpy()
         here = f"{where} substep {sub}"
-        worst = max(worst, check_mask_offsets(p, base, out, cu, tally, here))
+        fed = fed_requests(p, n_all, cu)
+        worst = max(worst, check_mask_offsets(base, out, fed, tally, here))
         chosen = None
         if node.runner is not None:
-            chosen = node.runner.substep(ids, fed_requests(p, n_all, cu), out, tally.model, here)
+            chosen = node.runner.substep(ids, fed, out, tally.model, here)
         sampled = draft_substep_update(p, sub, rng, args.draft_eos_prob, args.max_dec_len, chosen)
         tally.substeps += 1
     draft_stopped = _read(p.state["stop_flags"])

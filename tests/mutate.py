@@ -157,9 +157,9 @@ MUTATIONS = [
              "bad = (diff > TOLERANCE) | (got.argmax(axis=1) != want.argmax(axis=1))",
              "bad = diff > 1e30"),
     Mutation("oracle uses the op's mask as the truth", ORACLE,
-             "full = self.model.forward_full(self.held[slot, :M], self.true_ends(slot, M))",
-             "full = self.model.forward_full(self.held[slot, :M], np.concatenate("
-             "[self.true_ends(slot, start), offsets[2 * q + 1:2 * (q + n):2]]))"),
+             "ends = true_ends(self.prompt_offsets[slot], np.arange(M))",
+             "ends = np.concatenate([true_ends(self.prompt_offsets[slot], np.arange(start)), "
+             "offsets[2 * q + 1:2 * (q + n):2]])"),
     # -- the wrappers -------------------------------------------------------------------
     Mutation("grad not refused", OPS, "if not t.stop_gradient or not t.is_contiguous():",
              "if not t.is_contiguous():"),
