@@ -5,7 +5,10 @@
 // exercise exactly the code the GPU runs.
 //
 // Each op is split into three steps per request:
-//   plan  - read the request's state and decide everything (no writes);
+//   plan  - read the request's state and decide everything (no writes). Every
+//           per-request value any branch needs is read first, in one go, so
+//           that a GPU thread has all its loads in flight at once instead of
+//           one branch's loads after another's;
 //   check - validate the plan against the tensor bounds (no writes);
 //   apply - write the plan.
 // The callers run plan+check over the whole batch first and apply only if no
@@ -149,6 +152,7 @@ struct PreprocessPlan {
   int32_t accepted;         // tokens copied into draft_tokens and pre_ids (decode)
   int64_t pre_ids_end;      // base_model_step_idx: accepted tokens go to [end - accepted, end)
   int32_t old_decoder;
+  int32_t old_rollback;     // mask_rollback before this step
   // step_idx becomes step_from - step_minus: the old value minus 0 but for a
   // decode plan, whose subtraction check_preprocess has seen cannot go below 0.
   int64_t step_from;
@@ -176,26 +180,51 @@ MTP_HD void plan_not_running(PreprocessPlan& p) {
   p.encoder = 0;
 }
 
-MTP_HD PreprocessPlan plan_preprocess(const PreprocessTensors& t, const PreprocessAttrs& a,
-                                      int64_t i) {
+// Request i's values, all of them, read before any is looked at.
+struct PreprocessRequest {
+  int32_t encoder, decoder, this_time, rollback, accept_num, base_decoder;
+  int64_t step_idx, base_step_idx;
+  bool stop_flag, is_block_step, batch_drop, base_stop, base_block;
+};
+
+MTP_HD PreprocessRequest read_preprocess_request(const PreprocessTensors& t, int64_t i) {
+  PreprocessRequest r;
+  r.encoder = t.seq_lens_encoder[i];
+  r.decoder = t.seq_lens_decoder[i];
+  r.this_time = t.seq_lens_this_time[i];
+  r.rollback = t.mask_rollback[i];
+  r.accept_num = t.accept_num[i];
+  r.base_decoder = t.base_seq_lens_decoder[i];
+  r.step_idx = t.step_idx[i];
+  r.base_step_idx = t.base_step_idx[i];
+  r.stop_flag = t.stop_flags[i];
+  r.is_block_step = t.is_block_step[i];
+  r.batch_drop = t.batch_drop[i];
+  r.base_stop = t.base_stop_flags[i];
+  r.base_block = t.base_is_block_step[i];
+  return r;
+}
+
+MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const PreprocessAttrs& a) {
   PreprocessPlan p;
-  const int32_t E = t.seq_lens_encoder[i];
-  const int32_t S = t.seq_lens_decoder[i];
+  const int32_t E = r.encoder;
+  const int32_t S = r.decoder;
   p.running = false;
   p.prefill = false;
-  p.stop_flag = t.stop_flags[i];
-  p.is_block_step = t.is_block_step[i];
-  p.batch_drop = t.batch_drop[i];
+  p.stop_flag = r.stop_flag;
+  p.is_block_step = r.is_block_step;
+  p.batch_drop = r.batch_drop;
   p.write_pre_ids0 = false;
   p.clear_base_draft = clears_base_draft(a);
-  p.this_time = t.seq_lens_this_time[i];
+  p.this_time = r.this_time;
   p.encoder = E;
   p.decoder = S;
   p.old_decoder = S;
+  p.old_rollback = r.rollback;
   p.first_token_col = -1;
   p.accepted = 0;
   p.pre_ids_end = 0;
-  p.step_from = t.step_idx[i];
+  p.step_from = r.step_idx;
   p.step_minus = 0;
   p.recovering = false;
 
@@ -210,9 +239,8 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessTensors& t, const Preproce
     return p;
   }
 
-  const bool base_stop = t.base_stop_flags[i];
-  const bool base_block = t.base_is_block_step[i];
-  if (base_stop && base_block) {
+  const bool base_block = r.base_block;
+  if (r.base_stop && base_block) {
     p.stop_flag = true;
     if (a.kvcache_scheduler_v1) {
       p.is_block_step = true;  // parked: it resumes later
@@ -220,7 +248,7 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessTensors& t, const Preproce
       p.batch_drop = true;
     }
   }
-  if (base_stop || p.batch_drop) {
+  if (r.base_stop || p.batch_drop) {
     plan_not_running(p);
     return p;
   }
@@ -233,14 +261,14 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessTensors& t, const Preproce
   }
   // Decode (E == 0; a negative E is refused by check_preprocess).
   if (a.kvcache_scheduler_v1 && !base_block && p.is_block_step) p.is_block_step = false;
-  const int32_t acc = t.accept_num[i];
+  const int32_t acc = r.accept_num;
   // 32-bit operands in 64-bit arithmetic: these cannot wrap.
   if (p.stop_flag) {
     // The draft stopped while the base model went on: re-sync from the base.
     p.stop_flag = false;
     p.recovering = true;
-    p.decoder = (int64_t)t.base_seq_lens_decoder[i] - acc;
-    p.step_from = t.base_step_idx[i];
+    p.decoder = (int64_t)r.base_decoder - acc;
+    p.step_from = r.base_step_idx;
     p.step_minus = acc;
   } else {
     // Roll back the positions the extra substeps wrote.
@@ -248,34 +276,42 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessTensors& t, const Preproce
     p.step_minus = (int64_t)a.num_model_step - 1;
   }
   p.accepted = acc;
-  p.pre_ids_end = t.base_step_idx[i];
+  p.pre_ids_end = r.base_step_idx;
   p.this_time = acc;
   return p;
 }
 
+MTP_HD PreprocessPlan plan_preprocess(const PreprocessTensors& t, const PreprocessAttrs& a,
+                                      int64_t i) {
+  return plan_preprocess(read_preprocess_request(t, i), a);
+}
+
 // Every branch adds the change of seq_lens_decoder to mask_rollback; the sum
 // must stay an int32.
-MTP_HD Failure check_rollback(const PreprocessTensors& t, const PreprocessPlan& p, int64_t i) {
-  const int64_t r = (int64_t)t.mask_rollback[i] + p.old_decoder - p.decoder;
+MTP_HD int64_t new_rollback(const PreprocessPlan& p) {
+  return (int64_t)p.old_rollback + p.old_decoder - p.decoder;
+}
+
+MTP_HD Failure check_rollback(const PreprocessPlan& p) {
+  const int64_t r = new_rollback(p);
   if ((uint64_t)(r - kInt32Min) > (uint64_t)(kInt32Max - kInt32Min))  // outside int32, one compare
-    return fail(kMaskRollbackOutOfRange, t.mask_rollback[i], p.old_decoder, p.decoder);
+    return fail(kMaskRollbackOutOfRange, p.old_rollback, p.old_decoder, p.decoder);
   return ok();
 }
 
 MTP_HD Failure check_preprocess(const PreprocessTensors& t, const PreprocessPlan& p, int64_t i) {
-  if (!p.running) return check_rollback(t, p, i);
+  if (!p.running) return check_rollback(p);
   if (p.prefill) {
     // Reads accept_tokens[i, 0], writes input_ids[i, col] (and pre_ids[i, 0]).
-    const int32_t E = t.seq_lens_encoder[i];
     if (t.accept_cols < 1) return fail(kNoAcceptTokensColumn, t.accept_cols);
     // seq_lens_this_time becomes col + 1, which must stay an int32.
     if (p.first_token_col >= t.input_cols || p.first_token_col >= kInt32Max)
-      return fail(kFirstTokenOutsideInputIds, p.first_token_col, t.input_cols, E);
+      return fail(kFirstTokenOutsideInputIds, p.first_token_col, t.input_cols, p.encoder);
     if (p.write_pre_ids0 && t.pre_cols < 1) return fail(kNoPreIdsColumn, t.pre_cols);
-    return check_rollback(t, p, i);
+    return check_rollback(p);
   }
-  const int32_t E = t.seq_lens_encoder[i];
-  if (E < 0) return fail(kNegativeSeqLensEncoder, E);
+  // seq_lens_encoder is kept as it was (E <= 0) by a decode plan.
+  if (p.encoder < 0) return fail(kNegativeSeqLensEncoder, p.encoder);
   const int32_t acc = p.accepted;
   const int64_t max_acc = t.accept_cols < t.draft_cols ? t.accept_cols : t.draft_cols;
   if (acc < 0 || acc > max_acc) return fail(kAcceptNumOutOfRange, acc, t.accept_cols, t.draft_cols);
@@ -287,7 +323,7 @@ MTP_HD Failure check_preprocess(const PreprocessTensors& t, const PreprocessPlan
   if (p.step_from < p.step_minus)
     return fail(p.recovering ? kNegativeResyncStepIdx : kNegativeStepIdx, p.step_from,
                 p.step_minus);
-  return check_rollback(t, p, i);
+  return check_rollback(p);
 }
 
 // base_model_draft_tokens[i, 1:] = -1 (when clears_base_draft).
@@ -318,7 +354,7 @@ MTP_HD bool apply_plan(const PreprocessTensors& t, const PreprocessPlan& p, int6
   t.step_idx[i] = p.step_from - p.step_minus;
   // The one rule that keeps the mask cursor aligned with the KV positions
   // (in range: check_rollback).
-  t.mask_rollback[i] = (int32_t)((int64_t)t.mask_rollback[i] + p.old_decoder - p.decoder);
+  t.mask_rollback[i] = (int32_t)new_rollback(p);
   return p.running;
 }
 
@@ -348,23 +384,31 @@ struct MaskTensors {
 
 enum MaskBranch : int32_t { kSkip = 0, kPrompt = 1, kVisionGeneration = 2, kDecode = 3 };
 
+// Request i's branch and every per-request value its checks and writes use,
+// all read at once (decode_states has at least one column).
 struct MaskPlan {
   int32_t branch;
   int32_t q;  // first token of the request in the packed batch
   int32_t n;  // its tokens this substep
+  int32_t encoder, decoder;  // seq_lens_encoder, seq_lens_decoder
+  int32_t cursor, rollback;  // attn_mask_offsets_decoder, mask_rollback
 };
 
 MTP_HD MaskPlan plan_mask(const MaskTensors& t, int64_t i) {
   MaskPlan p;
   const int32_t E = t.seq_lens_encoder[i];
   const int32_t S = t.seq_lens_decoder[i];
+  const int32_t state0 = t.decode_states[i * t.decode_states_cols];
   p.q = t.cu_seqlens_q[i];
   p.n = t.seq_lens_this_time[i];
+  p.encoder = E;
+  p.decoder = S;
+  p.cursor = t.mask_decoder[i];
+  p.rollback = t.mask_rollback[i];
   if (t.is_block_step[i] || (E == 0 && S == 0)) {
     p.branch = kSkip;
   } else if (E > 0) {
-    p.branch = (t.decode_states[i * t.decode_states_cols] == 2 && S > 0) ? kVisionGeneration
-                                                                          : kPrompt;
+    p.branch = (state0 == 2 && S > 0) ? kVisionGeneration : kPrompt;
   } else {
     p.branch = kDecode;  // E == 0, S > 0; negative lengths are refused by check_mask
   }
@@ -375,8 +419,8 @@ MTP_HD MaskPlan plan_mask(const MaskTensors& t, int64_t i) {
 // per-token values (check_mask_token), so that a GPU warp can share those.
 MTP_HD Failure check_mask_request(const MaskTensors& t, const MaskPlan& p, int64_t i) {
   if (p.branch == kSkip) return ok();
-  const int32_t E = t.seq_lens_encoder[i];
-  const int32_t S = t.seq_lens_decoder[i];
+  const int32_t E = p.encoder;
+  const int32_t S = p.decoder;
   if (E < 0 || S < 0) return fail(kNegativeLength, E, S);
   if (p.n < 0) return fail(kNegativeSeqLensThisTime, p.n);
   if (p.q < 0 || (int64_t)p.q + p.n > t.num_tokens)
@@ -388,8 +432,8 @@ MTP_HD Failure check_mask_request(const MaskTensors& t, const MaskPlan& p, int64
   } else {  // kDecode
     if (p.n > 1 && p.n > t.decode_states_cols)
       return fail(kTokensPastDecodeStates, p.n, t.decode_states_cols);
-    const int64_t cursor = (int64_t)t.mask_decoder[i] - t.mask_rollback[i];
-    if (cursor < 0) return fail(kNegativeMaskCursor, t.mask_decoder[i], t.mask_rollback[i]);
+    const int64_t cursor = (int64_t)p.cursor - p.rollback;
+    if (cursor < 0) return fail(kNegativeMaskCursor, p.cursor, p.rollback);
     if (cursor + p.n > kInt32Max) return fail(kMaskCursorOverflow, cursor, p.n);
   }
   return ok();
@@ -431,28 +475,28 @@ MTP_HD Failure check_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
 }
 
 // A decode request's cursor after consuming its rollback (checked: in range).
-MTP_HD int32_t mask_cursor(const MaskTensors& t, int64_t i) {
-  const int32_t cursor = t.mask_decoder[i] - t.mask_rollback[i];
+MTP_HD int32_t mask_cursor(const MaskPlan& p) {
+  const int32_t cursor = p.cursor - p.rollback;
   return cursor;
 }
 
 // The odd entry of token j, per branch. check_mask has bounded every value,
 // so the int32 sums cannot wrap.
-MTP_HD int32_t prompt_token_end(const int32_t* full, int32_t j) { return full[j] + 1; }
-MTP_HD int32_t vision_token_end(const MaskTensors& t, const MaskPlan& p, int64_t i) {
-  const int32_t v = t.seq_lens_decoder[i] + p.n;
+MTP_HD int32_t prompt_end(int32_t offset) { return offset + 1; }
+MTP_HD int32_t prompt_token_end(const int32_t* full, int32_t j) { return prompt_end(full[j]); }
+MTP_HD int32_t vision_token_end(const MaskPlan& p) {
+  const int32_t v = p.decoder + p.n;
   return v;
 }
 MTP_HD int32_t decode_token_end(int32_t cursor, int32_t j) { return cursor + 1 + j; }
 
-// The same for any branch but kSkip; `cursor` is mask_cursor for a decode
-// request. (apply_mask's loops call the per-branch forms directly, so that
-// the branch is decided once per request, not per token.)
-MTP_HD int32_t mask_token_end(const MaskTensors& t, const MaskPlan& p, int64_t i, int32_t j,
-                              int32_t cursor) {
+// The same for any branch but kSkip. (apply_mask's loops call the per-branch
+// forms directly, so that the branch is decided once per request, not per
+// token.)
+MTP_HD int32_t mask_token_end(const MaskTensors& t, const MaskPlan& p, int64_t i, int32_t j) {
   if (p.branch == kPrompt) return prompt_token_end(t.mask_full + i * t.mask_full_cols, j);
-  if (p.branch == kVisionGeneration) return vision_token_end(t, p, i);
-  return decode_token_end(cursor, j);
+  if (p.branch == kVisionGeneration) return vision_token_end(p);
+  return decode_token_end(mask_cursor(p), j);
 }
 
 // Column j of a decode request's decode_states when it feeds n > 1 tokens.
@@ -464,31 +508,30 @@ MTP_HD void write_decode_state(const MaskTensors& t, const MaskPlan& p, int64_t 
 
 // After its tokens: a decode request's cursor has consumed the rollback and
 // advances past them.
-MTP_HD void finish_mask_request(const MaskTensors& t, const MaskPlan& p, int64_t i,
-                                int32_t cursor) {
+MTP_HD void finish_mask_request(const MaskTensors& t, const MaskPlan& p, int64_t i) {
   if (p.branch != kDecode) return;
   t.mask_rollback[i] = 0;
-  t.mask_decoder[i] = cursor + p.n;
+  t.mask_decoder[i] = mask_cursor(p) + p.n;
 }
 
 // All of request i, one thread (the CPU driver); the caller has zeroed `out`.
 MTP_HD void apply_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
   if (p.branch == kSkip) return;
-  const int32_t cursor = p.branch == kDecode ? mask_cursor(t, i) : 0;
   int32_t* out = t.out + 2 * (int64_t)p.q;
   if (p.branch == kPrompt) {
     const int32_t* full = t.mask_full + i * t.mask_full_cols;
     for (int32_t j = 0; j < p.n; ++j) out[2 * j + 1] = prompt_token_end(full, j);
   } else if (p.branch == kVisionGeneration) {
-    const int32_t v = vision_token_end(t, p, i);
+    const int32_t v = vision_token_end(p);
     for (int32_t j = 0; j < p.n; ++j) out[2 * j + 1] = v;
   } else {
+    const int32_t cursor = mask_cursor(p);
     for (int32_t j = 0; j < p.n; ++j) out[2 * j + 1] = decode_token_end(cursor, j);
   }
   if (writes_decode_states(p)) {
     for (int64_t j = 0; j < t.decode_states_cols; ++j) write_decode_state(t, p, i, j);
   }
-  finish_mask_request(t, p, i, cursor);
+  finish_mask_request(t, p, i);
 }
 
 // What a whole-batch run reports back (a success or the first failure): from the CPU loop (mtp_cpu.h) directly,

@@ -1,5 +1,5 @@
 """GPU-only behaviour: batches past one block (the cooperative-grid path above
-1024 requests), mixed devices, the asynchronous not_need_stop path, CUDA graph
+512 requests for draft_model_preprocess, 32 for update_attn_mask_offsets), mixed devices, the asynchronous not_need_stop path, CUDA graph
 capture. Skipped where Paddle has no CUDA (the CPU/GPU differential
 and bad-input tests run on the GPU through their `device` parameter)."""
 
@@ -155,6 +155,30 @@ def test_not_need_stop_on_the_gpu_is_written_there():
     assert t["not_need_stop"].place.is_gpu_place()
     ops.draft_model_preprocess(**t, **attrs)
     assert_states_equal(to_numpy(t), run_preprocess_ref(s, attrs))
+
+
+@pytest.mark.parametrize("bsz", [513, 1025, 8192])
+@pytest.mark.parametrize("runs", ["first", "last", "none"])
+@pytest.mark.parametrize("host_flag", [True, False])
+def test_not_need_stop_when_one_request_of_a_grid_batch_runs(bsz, runs, host_flag):
+    """Every block of the grid must count towards not_need_stop: all requests
+    stopped by the base model but (at most) one, in the first or last block."""
+    s = states.preprocess_state(np.random.default_rng(bsz), bsz, num_model_step=2)
+    s["base_model_stop_flags"][:] = True
+    s["base_model_is_block_step"][:] = False
+    s["not_need_stop"][:] = runs == "none"  # the op must overwrite it either way
+    if runs != "none":
+        i = 0 if runs == "first" else bsz - 1
+        s["base_model_stop_flags"][i] = s["batch_drop"][i] = s["stop_flags"][i] = False
+        s["seq_lens_encoder"][i] = 0
+        s["accept_num"][i] = 0
+        s["seq_lens_decoder"][i] = s["step_idx"][i] = 10  # room to roll back
+    attrs = preprocess_attrs(2, v1=True)
+    want = run_preprocess_ref(s, attrs)
+    assert bool(want["not_need_stop"][0]) == (runs != "none")
+    t = to_tensors(s, "gpu", host_flag=host_flag)
+    ops.draft_model_preprocess(**t, **attrs)
+    assert_states_equal(to_numpy(t), want)
 
 
 def test_asynchronous_error_waits_for_the_next_synchronous_call():

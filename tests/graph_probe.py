@@ -1,0 +1,55 @@
+"""Writes the benchmark states for the graph probe (tests/graph_probe.cu).
+
+    python tests/graph_probe.py DIR [--bsz 1 64 ...]
+
+The probe times captured steps with the CUDA kernels alone (no Paddle), so
+launch shapes can be tried on the GPU machine without the Paddle runtime. It
+reads the same states the graph table of ``bench-gpu`` uses
+(states.repeatable_preprocess_state and states.mask_state, seed 1), written
+here as raw arrays: DIR/b<bsz>_<op>.bin and a manifest DIR/b<bsz>_<op>.txt with
+one line per array: ``name dtype rows cols offset``.
+"""
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from fastdeploy_mtp import states  # noqa: E402
+
+GRAPH_BSZ = (1, 64, 512, 1024, 4096, 8192)
+K = 3
+
+
+def write(path: str, arrays) -> None:
+    offset = 0
+    with open(path + ".bin", "wb") as data, open(path + ".txt", "w") as manifest:
+        for name, a in arrays.items():
+            a = np.ascontiguousarray(a)
+            rows = a.shape[0] if a.ndim else 1
+            cols = a.shape[1] if a.ndim == 2 else 1
+            manifest.write(f"{name} {a.dtype.name} {rows} {cols} {offset}\n")
+            data.write(a.tobytes())
+            offset += a.nbytes
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("dir")
+    p.add_argument("--bsz", type=int, nargs="+", default=list(GRAPH_BSZ))
+    args = p.parse_args()
+    os.makedirs(args.dir, exist_ok=True)
+    rng = np.random.default_rng(1)  # the graph table's draws, in its order
+    for bsz in args.bsz:
+        write(os.path.join(args.dir, f"b{bsz}_pre"),
+              states.repeatable_preprocess_state(rng, bsz, num_model_step=K))
+        write(os.path.join(args.dir, f"b{bsz}_mask"), states.mask_state(rng, bsz))
+    print(f"wrote states for bsz {args.bsz} to {args.dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds the graph probe (tests/graph_probe.cu) into build/probe with nvcc,
+# with the CUDA kernels of git revision REV (default HEAD) as its baseline, and
+# writes the benchmark states it reads. Needs nvcc and this checkout, no GPU:
+#
+#   bash tests/graph_probe.sh [REV]
+#
+# then, on the GPU machine (build/probe travels with the working tree when
+# carried): build/probe/probe build/probe/states [BSZ ...] [--quick] [--only NAME]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rev="${1:-HEAD}"
+out=build/probe
+mkdir -p "$out/old"
+for f in mtp_kernels.cu mtp_kernels.h mtp_bookkeeping.h; do
+  git show "$rev:custom_ops/$f" > "$out/old/$f"
+done
+python3 tests/graph_probe.py "$out/states"
+f=(-std=c++17 -O3 -gencode arch=compute_90,code=sm_90)
+# The baseline's names move to namespace mtp_old, so both revisions link together.
+nvcc "${f[@]}" -Dmtp=mtp_old -I"$out/old" -c "$out/old/mtp_kernels.cu" -o "$out/old_kernels.o"
+nvcc "${f[@]}" -Icustom_ops -c custom_ops/mtp_kernels.cu -o "$out/new_kernels.o"
+nvcc "${f[@]}" -Icustom_ops -I"$out" -DPROBE_BASELINE -c tests/graph_probe.cu -o "$out/graph_probe.o"
+nvcc "${f[@]}" "$out/graph_probe.o" "$out/new_kernels.o" "$out/old_kernels.o" -o "$out/probe"
+echo "built $out/probe (baseline: $rev)"
