@@ -200,8 +200,7 @@ struct Variant {
 struct Record {
   mtp::BatchResult* pending = nullptr;
   mtp::GridScratch grid{nullptr, nullptr, nullptr};
-  long long* old_min = nullptr;
-  int* old_or = nullptr;
+  void* baseline_grid[8] = {};  // the baseline's GridScratch, whatever its fields
 };
 
 Record make_record() {
@@ -212,8 +211,12 @@ Record make_record() {
   CHECK(cudaMalloc(&r.grid.any_slots, mtp::kGridSlots * sizeof(unsigned)));
   CHECK(cudaMalloc(&r.grid.finished, sizeof(unsigned)));
   CHECK(cudaMemset(r.grid.finished, 0, sizeof(unsigned)));
-  CHECK(cudaMalloc(&r.old_min, 1024 * sizeof(long long)));
-  CHECK(cudaMalloc(&r.old_or, 1024 * sizeof(int)));
+  // Every revision's GridScratch is a few device pointers to per-block slots
+  // or counters: each gets a zeroed buffer big enough for any of them.
+  for (void*& p : r.baseline_grid) {
+    CHECK(cudaMalloc(&p, 1024 * sizeof(long long)));
+    CHECK(cudaMemset(p, 0, 1024 * sizeof(long long)));
+  }
   return r;
 }
 
@@ -253,7 +256,9 @@ void step(const Variant& v, const State& s, const Record& r, bool* not_need_stop
     const mtp_old::PreprocessAttrs a{kAttrs.num_model_step, kAttrs.truncate_first_token,
                                      kAttrs.splitwise_prefill, kAttrs.kvcache_scheduler_v1};
     const mtp_old::Reporting out{reinterpret_cast<mtp_old::BatchResult*>(r.pending), nullptr};
-    const mtp_old::GridScratch g{r.old_min, r.old_or};
+    static_assert(sizeof(mtp_old::GridScratch) <= sizeof r.baseline_grid, "more fields");
+    mtp_old::GridScratch g;
+    std::memcpy(&g, r.baseline_grid, sizeof g);
     CHECK(mtp_old::launch_preprocess(t, a, s.bsz, not_need_stop, out, g, stream));
     const auto m = mask_tensors<mtp_old::MaskTensors>(s.mask);
     for (int k = 0; k < kMaskCalls; ++k)
