@@ -233,6 +233,11 @@ def _check_boundary(sig, tensors, attrs=()) -> None:
     if not ok:
         _refuse_tensors(sig, tensors)
     for arg, value in zip(sig.attrs, attrs):
+        # The common case by type alone (a bool is not an int here); anything
+        # else, numpy scalars included, is looked at closely.
+        kind = type(value)
+        if kind is bool if arg.type is bool else (kind is int and 1 <= value <= INT32_MAX):
+            continue
         _refuse_attr(sig, arg, value)
 
 
@@ -298,7 +303,8 @@ def draft_model_preprocess(
     )
     attrs = (num_model_step, truncate_first_token, splitwise_prefill, kvcache_scheduler_v1)
     _check_boundary(DRAFT_MODEL_PREPROCESS, tensors, attrs)
-    _call(DRAFT_MODEL_PREPROCESS, tensors, (int(num_model_step), *(bool(a) for a in attrs[1:])))
+    _call(DRAFT_MODEL_PREPROCESS, tensors, (int(num_model_step), bool(truncate_first_token),
+                                            bool(splitwise_prefill), bool(kvcache_scheduler_v1)))
 
 
 def update_attn_mask_offsets(
