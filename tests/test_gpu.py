@@ -321,8 +321,9 @@ def test_a_captured_failure_changes_nothing_and_surfaces_later(where):
 
 
 def test_a_thread_with_several_failing_requests_reports_its_first():
-    """Past the grid's 1024 blocks x 256 threads a thread walks several
-    requests: with every request from 7 on refused, the one reported is 7."""
+    """Past the grid's resident threads (at most 1024 blocks of 256) a thread
+    walks several requests: with every request from 7 on refused, the one
+    reported is 7."""
     bsz = 1024 * 256 + 64
     k = 2
     i32, i64 = np.int32, np.int64
