@@ -86,14 +86,13 @@ inline GridScratch grid_scratch(RecordBuffers& b, cudaStream_t stream, const cha
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   cuda_check(cudaStreamIsCapturing(stream, &capture), op, "cudaStreamIsCapturing");
   if (capture != cudaStreamCaptureStatusNone || b.streams == RecordBuffers::kMaxStreams) {
-    return GridScratch{nullptr, nullptr, nullptr};
+    return GridScratch{nullptr, nullptr};
   }
-  GridScratch g{nullptr, nullptr, nullptr};
+  GridScratch g{nullptr, nullptr};
   int current = 0;
   cuda_check(cudaGetDevice(&current), op, "cudaGetDevice");
   cuda_check(cudaSetDevice(b.device), op, "cudaSetDevice");
-  cuda_check(cudaMalloc(&g.bad_slots, kGridSlots * sizeof(unsigned)), op, "cudaMalloc");
-  cuda_check(cudaMalloc(&g.any_slots, kGridSlots * sizeof(unsigned)), op, "cudaMalloc");
+  cuda_check(cudaMalloc(&g.slots, kGridSlots * sizeof(unsigned long long)), op, "cudaMalloc");
   cuda_check(cudaMalloc(&g.finished, sizeof(unsigned)), op, "cudaMalloc");
   // On the op's stream, so it is done before the kernel that first uses it.
   cuda_check(cudaMemsetAsync(g.finished, 0, sizeof(unsigned), stream), op, "cudaMemsetAsync");

@@ -28,7 +28,9 @@
 // 4096, measured).
 #if defined(__CUDACC__)
 #define MTP_HD __host__ __device__ __forceinline__
+#define MTP_UNROLL _Pragma("unroll")
 #else
+#define MTP_UNROLL
 #define MTP_HD inline __attribute__((always_inline))
 #endif
 
@@ -332,18 +334,42 @@ MTP_HD void clear_base_draft_row(const PreprocessTensors& t, int64_t i) {
   for (int64_t j = 1; j < t.base_draft_cols; ++j) row[j] = -1;
 }
 
-// Writes request i's plan but for the base draft row. Returns whether it runs.
-MTP_HD bool apply_plan(const PreprocessTensors& t, const PreprocessPlan& p, int64_t i) {
+// Request i's first accepted tokens (accept_tokens[i, 0:4]), read with its
+// other values, so that a GPU thread does not wait for them after the
+// agreement. accept_tokens is only read, so any row's first columns may be.
+constexpr int kKeptTokens = 4;
+struct KeptTokens {
+  int64_t v[kKeptTokens];
+};
+
+MTP_HD KeptTokens read_kept_tokens(const PreprocessTensors& t, int64_t i) {
+  KeptTokens k;
+  MTP_UNROLL for (int j = 0; j < kKeptTokens; ++j)
+    k.v[j] = j < t.accept_cols ? t.accept_tokens[i * t.accept_cols + j] : 0;
+  return k;
+}
+
+// Writes request i's plan but for the base draft row, its first accepted
+// tokens from `kept`. Returns whether it runs.
+MTP_HD bool apply_plan(const PreprocessTensors& t, const PreprocessPlan& p, int64_t i,
+                       const KeptTokens& kept) {
   if (p.prefill) {
-    const int64_t tok = t.accept_tokens[i * t.accept_cols];
+    const int64_t tok = kept.v[0];  // check_preprocess: accept_tokens has a column
     t.input_ids[i * t.input_cols + p.first_token_col] = tok;
     if (p.write_pre_ids0) t.pre_ids[i * t.pre_cols] = tok;
   }
-  const int64_t pre_ids_first = p.pre_ids_end - p.accepted;
-  for (int32_t j = 0; j < p.accepted; ++j) {
+  int64_t* draft = t.draft_tokens + i * t.draft_cols;
+  int64_t* pre = t.pre_ids + i * t.pre_cols + (p.pre_ids_end - p.accepted);
+  MTP_UNROLL for (int j = 0; j < kKeptTokens; ++j) {
+    if (j < p.accepted) {
+      draft[j] = kept.v[j];
+      pre[j] = kept.v[j];
+    }
+  }
+  for (int32_t j = kKeptTokens; j < p.accepted; ++j) {
     const int64_t tok = t.accept_tokens[i * t.accept_cols + j];
-    t.draft_tokens[i * t.draft_cols + j] = tok;
-    t.pre_ids[i * t.pre_cols + pre_ids_first + j] = tok;
+    draft[j] = tok;
+    pre[j] = tok;
   }
   t.stop_flags[i] = p.stop_flag;
   t.is_block_step[i] = p.is_block_step;
@@ -358,10 +384,18 @@ MTP_HD bool apply_plan(const PreprocessTensors& t, const PreprocessPlan& p, int6
   return p.running;
 }
 
+MTP_HD bool apply_plan(const PreprocessTensors& t, const PreprocessPlan& p, int64_t i) {
+  return apply_plan(t, p, i, read_kept_tokens(t, i));
+}
+
 // Writes request i's plan. Returns whether it is running.
-MTP_HD bool apply_preprocess(const PreprocessTensors& t, const PreprocessPlan& p, int64_t i) {
+MTP_HD bool apply_preprocess(const PreprocessTensors& t, const PreprocessPlan& p, int64_t i,
+                             const KeptTokens& kept) {
   if (p.clear_base_draft) clear_base_draft_row(t, i);
-  return apply_plan(t, p, i);
+  return apply_plan(t, p, i, kept);
+}
+MTP_HD bool apply_preprocess(const PreprocessTensors& t, const PreprocessPlan& p, int64_t i) {
+  return apply_preprocess(t, p, i, read_kept_tokens(t, i));
 }
 
 // ---------------------------------------------------------------------------

@@ -67,11 +67,6 @@ __device__ __forceinline__ void let_next_kernel_launch() {
 #endif
 }
 
-// Asks for the line at `p` in this SM's L1 without waiting for it.
-__device__ __forceinline__ void prefetch_l1(const void* p) {
-  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-}
-
 // What the threads agree on: the first failing request (kNone if none, or
 // kPendingError) and whether any request runs (not_need_stop).
 struct Verdict {
@@ -121,6 +116,19 @@ struct OneBlock {
 // ...or a cooperative grid. Each block puts its verdict in its slot; after the
 // grid barrier (which also orders every write before it) each warp reads all
 // the slots, so every thread reaches the same verdict.
+//
+// A lane reads up to kSlotsAtOnce slots with every load in flight at once
+// (grids of up to 256 blocks); a loop of dependent reads cost a round trip to
+// L2 per 32 blocks (measured: 8 of them at 256 blocks).
+constexpr int kSlotsAtOnce = 8;
+
+__device__ unsigned long long slot_of(Verdict v) {
+  return (unsigned long long)v.bad << 32 | v.any;
+}
+__device__ Verdict verdict_in(unsigned long long slot) {
+  return Verdict{(unsigned)(slot >> 32), (unsigned)slot};
+}
+
 struct WholeGrid {
   GridScratch scratch;
   __device__ int64_t first() const { return blockIdx.x * (int64_t)blockDim.x + threadIdx.x; }
@@ -128,15 +136,18 @@ struct WholeGrid {
   __device__ bool leader() const { return blockIdx.x == 0 && threadIdx.x == 0; }
   __device__ Verdict agree(Verdict v) const {
     v = block_agree(v);
-    if (threadIdx.x == 0) {
-      scratch.bad_slots[blockIdx.x] = v.bad;
-      scratch.any_slots[blockIdx.x] = v.any;
-    }
+    if (threadIdx.x == 0) scratch.slots[blockIdx.x] = slot_of(v);
     cg::this_grid().sync();
     Verdict g{kNone, 0};
     // __ldcg: from L2, where the other blocks' slots are (L1 is per SM).
-    for (unsigned k = threadIdx.x % 32; k < gridDim.x; k += 32)
-      g = combine(g, Verdict{__ldcg(scratch.bad_slots + k), __ldcg(scratch.any_slots + k)});
+    const unsigned lane = threadIdx.x % 32;
+#pragma unroll
+    for (int r = 0; r < kSlotsAtOnce; ++r) {
+      const unsigned k = lane + 32 * r;
+      if (k < gridDim.x) g = combine(g, verdict_in(__ldcg(scratch.slots + k)));
+    }
+    for (unsigned k = lane + 32 * kSlotsAtOnce; k < gridDim.x; k += 32)
+      g = combine(g, verdict_in(__ldcg(scratch.slots + k)));
     return warp_agree(g);
   }
   // After the writes: true in one thread of the last block to finish (the
@@ -214,26 +225,25 @@ __device__ int64_t read_pending_code(const Scope& scope, const Reporting& out) {
 }
 
 template <typename Scope>
-__global__ void __launch_bounds__(kPreprocessMaxThreads)
+__global__ void __launch_bounds__(kPreprocessMaxThreads, 1)
     preprocess_kernel(PreprocessTensors t, PreprocessAttrs a, int64_t bsz, bool* not_need_stop,
                       Reporting out, Scope scope) {
   wait_for_previous_kernel();
   let_next_kernel_launch();
   const int64_t pending = read_pending_code(scope, out);
-  // Requests first, first + stride, ...: the first one's plan is kept for the
-  // write (with enough threads it is the only one); any others are planned
-  // again then.
+  // Requests first, first + stride, ...: the first one's plan and first
+  // accepted tokens are kept for the write (with enough threads it is the
+  // only one); any others are read again then.
   const int64_t first = scope.first(), stride = scope.stride();
-  // The accepted tokens are read only after the agreement: have them near.
-  if (first < bsz && t.accept_cols > 0) prefetch_l1(t.accept_tokens + first * t.accept_cols);
   Verdict mine{kNone, 0};
   PreprocessPlan kept;
+  KeptTokens kept_tokens;
   if (first < bsz) {
+    kept_tokens = read_kept_tokens(t, first);
     kept = plan_preprocess(t, a, first);
     if (check_preprocess(t, kept, first).code != kOk) mine.bad = verdict_of(first);
     mine.any = kept.running;
   }
-#pragma unroll 4
   for (int64_t i = first + stride; i < bsz; i += stride) {
     const PreprocessPlan p = plan_preprocess(t, a, i);
     if (mine.bad == kNone && check_preprocess(t, p, i).code != kOk) mine.bad = verdict_of(i);
@@ -243,8 +253,7 @@ __global__ void __launch_bounds__(kPreprocessMaxThreads)
   const Verdict v = agree_on_batch(scope, kPreprocessOp, out, pending, mine, check);
   if (v.bad != kNone) return;
   if (not_need_stop != nullptr && scope.leader()) *not_need_stop = v.any != 0;
-  if (first < bsz) apply_preprocess(t, kept, first);
-#pragma unroll 4
+  if (first < bsz) apply_preprocess(t, kept, first, kept_tokens);
   for (int64_t i = first + stride; i < bsz; i += stride)
     apply_preprocess(t, plan_preprocess(t, a, i), i);
   finish(scope, out, v.any != 0);
@@ -264,75 +273,103 @@ __device__ void zero(const Scope& scope, int32_t* out, int64_t n) {
 
 constexpr MaskPlan kNoRequest{kSkip, 0, 0, 0, 0, 0, 0};
 
-// A request's first 32 prompt offsets, one a lane, read with the request's
-// other values (before its branch is known: any row's first columns may be
-// read), so that neither the check nor the write waits for them again.
-__device__ int32_t first_offsets(const MaskTensors& t, int64_t i, int lane) {
-  return lane < t.mask_full_cols ? t.mask_full[i * t.mask_full_cols + lane] : 0;
+// update_attn_mask_offsets gives each request a group of kLanes lanes (32,
+// 16, 8, 4 or 2) that share its tokens, so a warp serves 32 / kLanes requests
+// side by side. Fewer lanes a request mean fewer warps and blocks for a batch
+// (a cheaper agreement, fewer instructions in all) but a longer walk for each
+// warp (its requests' branches one after another); more lanes, fewer turns of
+// a long request's token loop. The launcher picks (LaunchShape::mask_lanes).
+template <int kLanes>
+struct Group {
+  static_assert(kLanes >= 1 && kLanes <= 32 && 32 % kLanes == 0, "lanes: a power of two");
+  static constexpr int lanes = kLanes;
+  int sub;        // this lane's place in its group
+  unsigned mask;  // the group's lanes in the warp
+  __device__ Group() {
+    const int lane = threadIdx.x % 32;
+    sub = lane % kLanes;
+    mask = (kLanes == 32 ? kFullWarp : (1u << kLanes) - 1u) << (lane - sub);
+  }
+  // Whether any lane of the group says so. Every lane of the warp calls it.
+  __device__ bool any(bool v) const { return (__ballot_sync(kFullWarp, v) & mask) != 0; }
+};
+
+// A request's first prompt offsets, one a lane of its group, read with the
+// request's other values (before its branch is known: any row's first columns
+// may be read), so that neither the check nor the write waits for them again.
+template <typename G>
+__device__ int32_t first_offsets(const MaskTensors& t, int64_t i, const G& g) {
+  return g.sub < t.mask_full_cols ? t.mask_full[i * t.mask_full_cols + g.sub] : 0;
 }
 
-// Whether request i (planned as `p`, `offset` its lane's first_offsets) passes
-// every check; the warp's lanes share its tokens.
-__device__ bool warp_checks_mask(const MaskTensors& t, const MaskPlan& p, int64_t i,
-                                 int32_t offset, int lane) {
-  if (check_mask_request(t, p, i).code != kOk) return false;
-  if (!checks_tokens(p)) return true;
-  bool bad = lane < p.n && !mask_offset_ok(offset);
-  for (int32_t j = lane + 32; j < p.n; j += 32) bad |= check_mask_token(t, i, j).code != kOk;
-  return !__any_sync(kFullWarp, bad);
+// Whether request i (planned as `p`, `offset` its lane's first_offsets)
+// passes every check; its group's lanes share its tokens. Every lane of the
+// warp calls it, whatever its request.
+template <typename G>
+__device__ bool group_checks_mask(const MaskTensors& t, const MaskPlan& p, int64_t i,
+                                  int32_t offset, const G& g) {
+  const bool request_ok = check_mask_request(t, p, i).code == kOk;
+  bool bad = false;
+  if (request_ok && checks_tokens(p)) {
+    bad = g.sub < p.n && !mask_offset_ok(offset);
+    for (int32_t j = g.sub + g.lanes; j < p.n; j += g.lanes)
+      bad |= check_mask_token(t, i, j).code != kOk;
+  }
+  return request_ok && !g.any(bad);
 }
 
-// Request i's writes by the lanes of one warp.
-__device__ void warp_writes_mask(const MaskTensors& t, const MaskPlan& p, int64_t i,
-                                 int32_t offset, int lane) {
+// Request i's writes by the lanes of its group.
+template <typename G>
+__device__ void group_writes_mask(const MaskTensors& t, const MaskPlan& p, int64_t i,
+                                  int32_t offset, const G& g) {
   if (p.branch == kSkip) return;
   int32_t* o = t.out + 2 * (int64_t)p.q;
-  if (lane < p.n)
-    o[2 * lane + 1] = p.branch == kPrompt ? prompt_end(offset) : mask_token_end(t, p, i, lane);
-  for (int32_t j = lane + 32; j < p.n; j += 32) o[2 * j + 1] = mask_token_end(t, p, i, j);
+  if (g.sub < p.n)
+    o[2 * g.sub + 1] = p.branch == kPrompt ? prompt_end(offset) : mask_token_end(t, p, i, g.sub);
+  for (int32_t j = g.sub + g.lanes; j < p.n; j += g.lanes) o[2 * j + 1] = mask_token_end(t, p, i, j);
   if (writes_decode_states(p)) {
-    for (int64_t j = lane; j < t.decode_states_cols; j += 32) write_decode_state(t, p, i, j);
+    for (int64_t j = g.sub; j < t.decode_states_cols; j += g.lanes) write_decode_state(t, p, i, j);
   }
-  if (lane == 0) finish_mask_request(t, p, i);
+  if (g.sub == 0) finish_mask_request(t, p, i);
 }
 
-// One request a warp at a time: its lanes share the request's tokens, so a
-// prompt's reads and every output write are coalesced. Block sizes are
-// multiples of 32, so every warp is whole. The warp's first request keeps its
-// plan and offsets from the check to the write; any further ones (more
-// requests than warps) are read again. (Keeping four a warp, all read at
-// once, measured slower below 4096 requests and no faster above.)
-template <typename Scope>
-__global__ void __launch_bounds__(kMaskMaxThreads) mask_kernel(MaskTensors t, int64_t bsz,
+// Requests first, first + groups, ... a group: the first one keeps its plan
+// and offsets from the check to the write (with enough groups it is the only
+// one); any further ones are read again. The loops are warp-uniform (every
+// group of a warp turns together), as the checks' ballots need. Block sizes
+// are multiples of 32, so every warp is whole.
+template <int kLanes, typename Scope>
+__global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t, int64_t bsz,
                                                                Reporting out, Scope scope) {
   wait_for_previous_kernel();
   let_next_kernel_launch();
   const int64_t pending = read_pending_code(scope, out);
-  const int lane = threadIdx.x % 32;
-  const int64_t warp = scope.first() / 32, warps = scope.stride() / 32;
-  const MaskPlan kept = warp < bsz ? plan_mask(t, warp) : kNoRequest;
-  const int32_t kept_offset = warp < bsz ? first_offsets(t, warp, lane) : 0;
+  const Group<kLanes> g;
+  const int64_t first = scope.first() / kLanes, groups = scope.stride() / kLanes;
+  // This warp's first request, less its own: i - behind is the same in every
+  // lane of the warp.
+  const int64_t behind = (threadIdx.x % 32) / kLanes;
+  const MaskPlan kept = first < bsz ? plan_mask(t, first) : kNoRequest;
+  const int32_t kept_offset = first < bsz ? first_offsets(t, first, g) : 0;
   // Every entry is written: zeros, then each request's odd entries. The output
   // is a fresh tensor, so it may be zeroed before the batch is validated (the
   // agreement's barrier orders it before the writes below).
   zero(scope, t.out, 2 * t.num_tokens);
   Verdict mine{kNone, 0};
-  if (warp < bsz && !warp_checks_mask(t, kept, warp, kept_offset, lane)) {
-    mine.bad = verdict_of(warp);
-  } else {
-    for (int64_t i = warp + warps; i < bsz; i += warps) {  // warp-uniform
-      if (!warp_checks_mask(t, plan_mask(t, i), i, first_offsets(t, i, lane), lane)) {
-        mine.bad = verdict_of(i);
-        break;
-      }
-    }
+  if (!group_checks_mask(t, kept, first, kept_offset, g)) mine.bad = verdict_of(first);
+  for (int64_t i = first + groups; i - behind < bsz; i += groups) {
+    const bool mine_too = i < bsz;
+    const MaskPlan p = mine_too ? plan_mask(t, i) : kNoRequest;
+    const int32_t offset = mine_too ? first_offsets(t, i, g) : 0;
+    // A group's later requests come after its failing one: the first stays.
+    if (!group_checks_mask(t, p, i, offset, g) && mine.bad == kNone) mine.bad = verdict_of(i);
   }
   auto check = [&](int64_t i) { return check_mask(t, plan_mask(t, i), i); };
   const Verdict v = agree_on_batch(scope, kMaskOp, out, pending, mine, check);
   if (v.bad != kNone) return;
-  if (warp < bsz) warp_writes_mask(t, kept, warp, kept_offset, lane);
-  for (int64_t i = warp + warps; i < bsz; i += warps)
-    warp_writes_mask(t, plan_mask(t, i), i, first_offsets(t, i, lane), lane);
+  if (first < bsz) group_writes_mask(t, kept, first, kept_offset, g);
+  for (int64_t i = first + groups; i < bsz; i += groups)
+    group_writes_mask(t, plan_mask(t, i), i, first_offsets(t, i, g), g);
   finish(scope, out, false);
 }
 
@@ -344,22 +381,27 @@ struct DeviceFacts {
   bool overlap;
 };
 
-template <typename Kernel>
-DeviceFacts device_facts(Kernel kernel, int dev, int grid_threads) {
-  static std::atomic<int> cached_resident[kMaxDevices];
+// A cache per kernel (kKernel: the function itself, not its type, which
+// kernels of different lanes share) and device, for the block size last
+// asked about: the block size in the high half, the count in the low half, so
+// that one atomic holds both.
+template <auto kKernel>
+DeviceFacts device_facts(int dev, int grid_threads) {
+  static std::atomic<uint64_t> cached_resident[kMaxDevices];
   static std::atomic<int> cached_major[kMaxDevices];
-  const bool default_shape = grid_threads == LaunchShape{}.grid_threads;
-  int resident = default_shape ? cached_resident[dev].load(std::memory_order_relaxed) : 0;
+  const uint64_t cached = cached_resident[dev].load(std::memory_order_relaxed);
+  int resident = cached >> 32 == (uint64_t)grid_threads ? (int)(uint32_t)cached : 0;
   int major = cached_major[dev].load(std::memory_order_relaxed);
   if (resident == 0) {
     int cooperative = 0, sms = 0, per_sm = 0;
     const bool ok =
         cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, dev) == cudaSuccess &&
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, grid_threads, 0) ==
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, grid_threads, 0) ==
             cudaSuccess;
     resident = ok && cooperative && sms * per_sm > 0 ? sms * per_sm : -1;
-    if (default_shape) cached_resident[dev].store(resident, std::memory_order_relaxed);
+    cached_resident[dev].store((uint64_t)grid_threads << 32 | (uint32_t)resident,
+                               std::memory_order_relaxed);
   }
   if (major == 0) {
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
@@ -383,18 +425,18 @@ struct Launch {
 // than the scratch has slots for. A cooperative launch is captured into a CUDA
 // graph as a cooperative kernel node, so a captured step keeps the grid too.
 // `max_threads`: the kernel's own bound on its blocks.
-template <typename GridKernel>
-Launch plan_launch(GridKernel kernel, int max_threads, int64_t work, const GridScratch& scratch,
-                   const LaunchShape& shape) {
+template <auto kGridKernel>
+Launch plan_launch(int max_threads, int64_t work, const GridScratch& scratch,
+                   const LaunchShape& shape, int shape_grid_threads) {
   const int one_block_max = shape.one_block_max < max_threads ? shape.one_block_max : max_threads;
-  const int grid_threads = shape.grid_threads < max_threads ? shape.grid_threads : max_threads;
+  const int grid_threads = shape_grid_threads < max_threads ? shape_grid_threads : max_threads;
   int dev = 0;
   DeviceFacts facts{-1, false};
   if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < kMaxDevices)
-    facts = device_facts(kernel, dev, grid_threads);
+    facts = device_facts<kGridKernel>(dev, grid_threads);
   const bool overlap = shape.overlap_launch && facts.overlap;
   Launch one{0, threads_for(work, one_block_max), overlap};
-  if (work <= one_block_max || scratch.bad_slots == nullptr || facts.resident < 0) return one;
+  if (work <= one_block_max || scratch.slots == nullptr || facts.resident < 0) return one;
   int64_t blocks = (work + grid_threads - 1) / grid_threads;
   if (blocks > facts.resident) blocks = facts.resident;
   if (blocks > kGridSlots) blocks = kGridSlots;
@@ -436,7 +478,8 @@ cudaError_t launch_preprocess(const PreprocessTensors& t, const PreprocessAttrs&
                               cudaStream_t stream, const LaunchShape& shape) {
   if (bsz > kMaxBatch) return cudaErrorInvalidValue;
   const Launch l =
-      plan_launch(preprocess_kernel<WholeGrid>, kPreprocessMaxThreads, bsz, scratch, shape);
+      plan_launch<preprocess_kernel<WholeGrid>>(kPreprocessMaxThreads, bsz, scratch, shape,
+                                                shape.preprocess_grid_threads);
   if (l.blocks > 0)
     return launch(preprocess_kernel<WholeGrid>, l, stream, t, a, bsz, not_need_stop, out,
                   WholeGrid{scratch});
@@ -444,21 +487,53 @@ cudaError_t launch_preprocess(const PreprocessTensors& t, const PreprocessAttrs&
                 OneBlock{});
 }
 
+namespace {
+
+template <int kLanes>
+cudaError_t launch_mask_with(const MaskTensors& t, int64_t bsz, Reporting out,
+                             GridScratch scratch, cudaStream_t stream, const LaunchShape& shape) {
+  // A group of lanes for every request up to shape.mask_max_warps warps of
+  // them (past that, a group takes several in turn: a bigger grid would cost
+  // more in its barrier than it saves, measured with tests/graph_probe.cu),
+  // or enough threads for the zeroing (16-byte stores), whichever is more.
+  const int64_t max_groups = (int64_t)shape.mask_max_warps * (32 / kLanes);
+  const int64_t zeroing = (2 * t.num_tokens + 3) / 4;
+  const int64_t groups_work = (bsz < max_groups ? bsz : max_groups) * kLanes;
+  const int64_t work = groups_work > zeroing ? groups_work : zeroing;
+  const Launch l = plan_launch<mask_kernel<kLanes, WholeGrid>>(kMaskMaxThreads, work, scratch,
+                                                               shape, shape.grid_threads);
+  if (l.blocks > 0)
+    return launch(mask_kernel<kLanes, WholeGrid>, l, stream, t, bsz, out, WholeGrid{scratch});
+  return launch(mask_kernel<kLanes, OneBlock>, l, stream, t, bsz, out, OneBlock{});
+}
+
+}  // namespace
+
 cudaError_t launch_mask(const MaskTensors& t, int64_t bsz, Reporting out, GridScratch scratch,
                         cudaStream_t stream, const LaunchShape& shape) {
   if (bsz > kMaxBatch) return cudaErrorInvalidValue;
-  // A warp for every request up to shape.mask_max_warps of them (past that, a
-  // warp takes several in turn: a bigger grid would cost more in its barrier
-  // than it saves, measured with tests/graph_probe.cu), or enough threads for
-  // the zeroing (16-byte stores), whichever is more.
-  const int64_t max_warps = shape.mask_max_warps;
-  const int64_t zeroing = (2 * t.num_tokens + 3) / 4;
-  const int64_t warps_work = (bsz < max_warps ? bsz : max_warps) * 32;
-  const int64_t work = warps_work > zeroing ? warps_work : zeroing;
-  const Launch l = plan_launch(mask_kernel<WholeGrid>, kMaskMaxThreads, work, scratch, shape);
-  if (l.blocks > 0)
-    return launch(mask_kernel<WholeGrid>, l, stream, t, bsz, out, WholeGrid{scratch});
-  return launch(mask_kernel<OneBlock>, l, stream, t, bsz, out, OneBlock{});
+  // A warp a request, or half a warp where that keeps the batch in one block
+  // (no grid barrier), up to shape.mask_wide_max requests; past that, 4 lanes
+  // a request, once a warp a request would queue more instructions than the
+  // SMs issue in time. Measured with tests/graph_probe.cu (docs/performance.md).
+  int lanes = shape.mask_lanes;
+  if (lanes == 0) {
+    const int64_t one_block =
+        shape.one_block_max < kMaskMaxThreads ? shape.one_block_max : kMaskMaxThreads;
+    if (bsz * 32 <= one_block || bsz > shape.mask_wide_max) {
+      lanes = bsz * 32 <= one_block ? 32 : 4;
+    } else {
+      lanes = bsz * 16 <= one_block ? 16 : 32;
+    }
+  }
+  switch (lanes) {
+    case 32: return launch_mask_with<32>(t, bsz, out, scratch, stream, shape);
+    case 16: return launch_mask_with<16>(t, bsz, out, scratch, stream, shape);
+    case 8: return launch_mask_with<8>(t, bsz, out, scratch, stream, shape);
+    case 4: return launch_mask_with<4>(t, bsz, out, scratch, stream, shape);
+    case 2: return launch_mask_with<2>(t, bsz, out, scratch, stream, shape);
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace mtp

@@ -20,24 +20,29 @@ struct Reporting {
 };
 
 // Device scratch of the multi-block path, one per stream: one slot per block
-// for the grid-wide agreement (the first failing request, and whether any
-// request runs), and a counter with which a synchronous call's blocks find
-// the last of them to finish (it reports). With null slots the kernels always
-// run as one block.
+// for the grid-wide agreement (the block's first failing request in the high
+// half, whether any of its requests runs in the low half: one load a block),
+// and a counter with which a synchronous call's blocks find the last of them
+// to finish (it reports). With null slots the kernels always run as one block.
 constexpr int kGridSlots = 1024;
 struct GridScratch {
-  unsigned* bad_slots;  // [kGridSlots]
-  unsigned* any_slots;  // [kGridSlots]
-  unsigned* finished;    // [1], 0 between launches
+  unsigned long long* slots;  // [kGridSlots]
+  unsigned* finished;         // [1], 0 between launches
 };
 
 // How the launchers size a launch. The defaults are what the benchmarks chose
 // (docs/performance.md); the graph probe (tests/graph_probe.cu) tries others.
 struct LaunchShape {
   int one_block_max = 1024;    // threads of work up to which one block does it all
-  int grid_threads = 256;      // threads per block of the grid
-  // update_attn_mask_offsets: a warp for every request up to this many
-  // warps; past it a warp takes several requests in turn.
+  int grid_threads = 256;      // threads per block of the grid (update_attn_mask_offsets)
+  int preprocess_grid_threads = 128;  // the same for draft_model_preprocess
+  // update_attn_mask_offsets: the lanes that share a request's tokens (32,
+  // 16, 8, 4 or 2; a warp serves 32 / mask_lanes requests), 0 for a warp a
+  // request up to mask_wide_max requests and 4 lanes past it; and the warps
+  // of a launch at most (past them, a group of lanes takes several requests
+  // in turn).
+  int mask_lanes = 0;
+  int64_t mask_wide_max = 2048;
   int mask_max_warps = 2048;
   // Programmatic dependent launch (sm_90 and later): the kernel may be
   // launched while the previous kernel on the stream still runs, and waits for

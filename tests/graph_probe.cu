@@ -194,12 +194,14 @@ struct Variant {
   mtp::LaunchShape shape;
   bool pre = true, mask = true;  // false: an empty kernel in its place
   bool empty_overlap = false;    // the empty kernels as programmatic dependent launches
+  bool own_pre_shape = false;    // draft_model_preprocess launched with pre_shape
+  mtp::LaunchShape pre_shape;
 };
 
 // Per-variant device buffers: the error record (pending) and the grid scratch.
 struct Record {
   mtp::BatchResult* pending = nullptr;
-  mtp::GridScratch grid{nullptr, nullptr, nullptr};
+  mtp::GridScratch grid{nullptr, nullptr};
   void* baseline_grid[8] = {};  // the baseline's GridScratch, whatever its fields
 };
 
@@ -207,8 +209,7 @@ Record make_record() {
   Record r;
   CHECK(cudaMalloc(&r.pending, sizeof(mtp::BatchResult)));
   CHECK(cudaMemset(r.pending, 0, sizeof(mtp::BatchResult)));
-  CHECK(cudaMalloc(&r.grid.bad_slots, mtp::kGridSlots * sizeof(unsigned)));
-  CHECK(cudaMalloc(&r.grid.any_slots, mtp::kGridSlots * sizeof(unsigned)));
+  CHECK(cudaMalloc(&r.grid.slots, mtp::kGridSlots * sizeof(unsigned long long)));
   CHECK(cudaMalloc(&r.grid.finished, sizeof(unsigned)));
   CHECK(cudaMemset(r.grid.finished, 0, sizeof(unsigned)));
   // Every revision's GridScratch is a few device pointers to per-block slots
@@ -269,7 +270,8 @@ void step(const Variant& v, const State& s, const Record& r, bool* not_need_stop
   const auto t = preprocess_tensors<mtp::PreprocessTensors>(s.pre);
   const mtp::Reporting out{r.pending, nullptr};
   if (v.pre) {
-    CHECK(mtp::launch_preprocess(t, kAttrs, s.bsz, not_need_stop, out, r.grid, stream, v.shape));
+    CHECK(mtp::launch_preprocess(t, kAttrs, s.bsz, not_need_stop, out, r.grid, stream,
+                                 v.own_pre_shape ? v.pre_shape : v.shape));
   } else {
     launch_empty(false, stream);
   }
@@ -424,9 +426,25 @@ int main(int argc, char** argv) {
     variants.push_back(v);
   };
   shaped("no-overlap", [](mtp::LaunchShape& s) { s.overlap_launch = false; });
-  shaped("mw512", [](mtp::LaunchShape& s) { s.mask_max_warps = 512; });
   shaped("mw1024", [](mtp::LaunchShape& s) { s.mask_max_warps = 1024; });
-  shaped("mw4096", [](mtp::LaunchShape& s) { s.mask_max_warps = 4096; });
+  shaped("lanes32", [](mtp::LaunchShape& s) { s.mask_lanes = 32; });
+  shaped("lanes16", [](mtp::LaunchShape& s) { s.mask_lanes = 16; });
+  shaped("lanes8", [](mtp::LaunchShape& s) { s.mask_lanes = 8; });
+  shaped("lanes4", [](mtp::LaunchShape& s) { s.mask_lanes = 4; });
+  shaped("lanes2", [](mtp::LaunchShape& s) { s.mask_lanes = 2; });
+  shaped("wide1024", [](mtp::LaunchShape& s) { s.mask_wide_max = 1024; });
+  for (int threads : {256, 512}) {
+    Variant v{"pre-grid" + std::to_string(threads), false, false, {}};
+    v.own_pre_shape = true;
+    v.pre_shape.preprocess_grid_threads = threads;
+    variants.push_back(v);
+  }
+  {
+    Variant v{"pre-oneblock256", false, false, {}};
+    v.own_pre_shape = true;
+    v.pre_shape.one_block_max = 256;
+    variants.push_back(v);
+  }
   shaped("grid128", [](mtp::LaunchShape& s) { s.grid_threads = 128; });
   shaped("oneblock128", [](mtp::LaunchShape& s) { s.one_block_max = 128; });
 

@@ -130,12 +130,17 @@ MUTATIONS = [
              "if (check_preprocess(t, p, i).code != kOk) mine.bad = verdict_of(i);", device="gpu"),
     Mutation("GPU ignores the pending error", CU, "if (pending_code != kOk) mine.bad = kPendingError;",
              "", device="gpu"),
-    Mutation("GPU not_need_stop from one block", CU, "__ldcg(scratch.any_slots + k)",
-             "__ldcg(scratch.any_slots + blockIdx.x)", device="gpu"),
+    Mutation("GPU agreement reads the first slots only", CU,
+             "    for (unsigned k = lane + 32 * kSlotsAtOnce; k < gridDim.x; k += 32)\n"
+             "      g = combine(g, verdict_in(__ldcg(scratch.slots + k)));\n",
+             "", device="gpu"),
+    Mutation("GPU not_need_stop from one block", CU, "if (k < gridDim.x) g = combine(g, verdict_in(__ldcg(scratch.slots + k)));",
+             "if (k < gridDim.x) g = combine(g, Verdict{verdict_in(__ldcg(scratch.slots + k)).bad, "
+             "verdict_in(__ldcg(scratch.slots + blockIdx.x)).any});", device="gpu"),
     Mutation("GPU mask kernel does not wait for the kernel before it", CU,
-             "                                                               Reporting out, Scope scope) {\n"
+             "                                                               Scope scope) {\n"
              "  wait_for_previous_kernel();\n",
-             "                                                               Reporting out, Scope scope) {\n",
+             "                                                               Scope scope) {\n",
              device="gpu"),
     # -- the numpy reference -------------------------------------------------------
     Mutation("reference rollback sign", REF, "rollback[i] += S_old - int(dec[i])",

@@ -157,8 +157,12 @@ def test_not_need_stop_on_the_gpu_is_written_there():
     assert_states_equal(to_numpy(t), run_preprocess_ref(s, attrs))
 
 
-@pytest.mark.parametrize("bsz", [513, 1025, 8192])
-@pytest.mark.parametrize("runs", ["first", "last", "none"])
+# 70000 requests: a grid of more than 256 blocks of 256 threads, whose blocks
+# past the 256th are read in the agreement's second loop; request 65636 is in
+# block 256 (the first round gives each thread one request).
+@pytest.mark.parametrize("bsz,runs", [
+    (b, r) for b in (513, 1025, 8192) for r in ("first", "last", "none")
+] + [(70000, "block256"), (70000, "none")])
 @pytest.mark.parametrize("host_flag", [True, False])
 def test_not_need_stop_when_one_request_of_a_grid_batch_runs(bsz, runs, host_flag):
     """Every block of the grid must count towards not_need_stop: all requests
@@ -168,7 +172,7 @@ def test_not_need_stop_when_one_request_of_a_grid_batch_runs(bsz, runs, host_fla
     s["base_model_is_block_step"][:] = False
     s["not_need_stop"][:] = runs == "none"  # the op must overwrite it either way
     if runs != "none":
-        i = 0 if runs == "first" else bsz - 1
+        i = {"first": 0, "last": bsz - 1, "block256": 256 * 256 + 100}[runs]
         s["base_model_stop_flags"][i] = s["batch_drop"][i] = s["stop_flags"][i] = False
         s["seq_lens_encoder"][i] = 0
         s["accept_num"][i] = 0
