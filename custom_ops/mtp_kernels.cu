@@ -315,7 +315,10 @@ __device__ bool group_checks_mask(const MaskTensors& t, const MaskPlan& p, int64
     for (int32_t j = g.sub + g.lanes; j < p.n; j += g.lanes)
       bad |= check_mask_token(t, i, j).code != kOk;
   }
-  return request_ok && !g.any(bad);
+  // Every lane of the warp takes part in the ballot, whatever its request's
+  // verdict (a lane that skipped it would leave the others waiting).
+  const bool tokens_bad = g.any(bad);
+  return request_ok && !tokens_bad;
 }
 
 // Request i's writes by the lanes of its group.
