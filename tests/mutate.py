@@ -138,9 +138,9 @@ MUTATIONS = [
              "if (k < gridDim.x) g = combine(g, Verdict{verdict_in(__ldcg(scratch.slots + k)).bad, "
              "verdict_in(__ldcg(scratch.slots + blockIdx.x)).any});", device="gpu"),
     Mutation("GPU mask kernel does not wait for the kernel before it", CU,
-             "                                                               Scope scope) {\n"
+             "                                                               Reporting out, Scope scope) {\n"
              "  wait_for_previous_kernel();\n",
-             "                                                               Scope scope) {\n",
+             "                                                               Reporting out, Scope scope) {\n",
              device="gpu"),
     # -- the numpy reference -------------------------------------------------------
     Mutation("reference rollback sign", REF, "rollback[i] += S_old - int(dec[i])",
