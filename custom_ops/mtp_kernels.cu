@@ -4,7 +4,9 @@
 // anything: each thread plans and checks its requests, all threads agree on
 // the first failing request (and on whether any request runs), and only then
 // do they write, the first request of each thread from the plan it already
-// holds. Up to LaunchShape::one_block_max threads of work that is one block
+// holds (draft_model_preprocess: a thread a request; update_attn_mask_offsets:
+// a group of lanes a request, see Group). Up to LaunchShape::one_block_max
+// threads of work that is one block
 // (an agreement in shared memory). Past it, the kernel runs as a cooperative
 // grid, every block resident at once, and the blocks agree through per-block
 // slots and one grid barrier, also inside a CUDA graph capture (where the

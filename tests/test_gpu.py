@@ -1,5 +1,5 @@
 """GPU-only behaviour: batches past one block (the cooperative-grid path above
-512 requests for draft_model_preprocess, 32 for update_attn_mask_offsets), mixed devices, the asynchronous not_need_stop path, CUDA graph
+512 requests for draft_model_preprocess, 64 for update_attn_mask_offsets), mixed devices, the asynchronous not_need_stop path, CUDA graph
 capture. Skipped where Paddle has no CUDA (the CPU/GPU differential
 and bad-input tests run on the GPU through their `device` parameter)."""
 

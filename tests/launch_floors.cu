@@ -1,0 +1,152 @@
+// Launch floors of a captured step: what a CUDA graph of 20 steps x 4 kernels
+// costs a step when the kernels do next to nothing but the one thing each
+// variant names (an empty kernel, with or without a programmatic dependent
+// launch; one load and store a thread; a chain of dependent loads in one
+// warp; one block striding over n items; a cooperative grid barrier; a
+// hand-made barrier; a "last block to finish" count). A dev tool, not a test:
+// it tells how far below our kernels the floor lies (docs/performance.md,
+// fifth session). CI only compiles it.
+//
+//   nvcc -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -o floors tests/launch_floors.cu
+//   ./floors          (on the GPU machine)
+#include <cooperative_groups.h>
+#include <cstdio>
+#include <vector>
+#include <functional>
+namespace cg = cooperative_groups;
+#define CHECK(x) do { cudaError_t e_=(x); if(e_){printf("%s:%d %s\n",__FILE__,__LINE__,cudaGetErrorString(e_)); exit(1);} } while(0)
+
+__device__ __forceinline__ void pdl() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+__global__ void k_empty() {}
+__global__ void k_empty_pdl() { pdl(); }
+__global__ void k_loadstore(int* buf, int n) {  // every thread: one load, one store
+  pdl();
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) buf[i] = buf[i] + 1;
+}
+__global__ void k_chain(int* buf, int n, int depth) {  // dependent loads
+  pdl();
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  int v = buf[i];
+  for (int d = 0; d < depth; ++d) v = buf[(i + (v & 1)) % n] + v;
+  buf[i] = v & 0xff;
+}
+__global__ void k_gridsync(int* buf, int n) {
+  pdl();
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int v = i < n ? buf[i] : 0;
+  cg::this_grid().sync();
+  if (i < n) buf[i] = (v + 1) & 0xff;
+}
+// own barrier: count + generation
+__global__ void k_ownsync(int* buf, int n, unsigned* count, volatile unsigned* gen) {
+  pdl();
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int v = i < n ? buf[i] : 0;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned g = *gen;
+    __threadfence();
+    if (atomicAdd(count, 1) == gridDim.x - 1) { *count = 0; __threadfence(); *gen = g + 1; }
+    else while (*gen == g) {}
+    __threadfence();
+  }
+  __syncthreads();
+  if (i < n) buf[i] = (v + 1) & 0xff;
+}
+// last block done: no wait
+__global__ void k_lastblock(int* buf, int n, unsigned* count, int* flag) {
+  pdl();
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) buf[i] = (buf[i] + 1) & 0xff;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(count, 1) == gridDim.x - 1) { *count = 0; *flag += 1; }
+  }
+}
+// block-reduce then atomicMin + counter, last block reads verdict (a "verdict" kernel without spinning)
+__global__ void k_oneblock(int* buf, int n) {  // one block strides over n
+  pdl();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) buf[i] = (buf[i] + 1) & 0xff;
+  __syncthreads();
+}
+
+struct Launch { void* fn; dim3 g, b; bool coop, pdl; std::vector<void*> args; };
+
+int main() {
+  int* buf; CHECK(cudaMalloc(&buf, 1 << 24)); CHECK(cudaMemset(buf, 0, 1 << 24));
+  unsigned* count; CHECK(cudaMalloc(&count, 256)); CHECK(cudaMemset(count, 0, 256));
+  int* flag = (int*)(count + 32);
+  unsigned* gen = count + 16;
+  cudaStream_t s; CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  int sms; cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  printf("SMs %d\n", sms);
+  auto launch = [&](void* fn, int blocks, int threads, bool coop, bool pdl, void** args) {
+    cudaLaunchAttribute at[2]; int na = 0;
+    if (coop) { at[na].id = cudaLaunchAttributeCooperative; at[na].val.cooperative = 1; ++na; }
+    if (pdl) { at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization; at[na].val.programmaticStreamSerializationAllowed = 1; ++na; }
+    cudaLaunchConfig_t c = {}; c.gridDim = dim3(blocks); c.blockDim = dim3(threads); c.stream = s; c.attrs = at; c.numAttrs = na;
+    CHECK(cudaLaunchKernelExC(&c, fn, args));
+  };
+  auto time = [&](const char* name, std::function<void()> one) {
+    for (int w = 0; w < 2; ++w) one();
+    CHECK(cudaStreamSynchronize(s));
+    cudaGraph_t g; cudaGraphExec_t e;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int k = 0; k < 20 * 4; ++k) one();
+    CHECK(cudaStreamEndCapture(s, &g)); CHECK(cudaGraphInstantiate(&e, g, 0));
+    cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
+    for (int w = 0; w < 3; ++w) CHECK(cudaGraphLaunch(e, s));
+    float best = 1e9;
+    for (int r = 0; r < 7; ++r) {
+      cudaEventRecord(a, s);
+      for (int k = 0; k < 50; ++k) CHECK(cudaGraphLaunch(e, s));
+      cudaEventRecord(b, s); CHECK(cudaEventSynchronize(b));
+      float ms; cudaEventElapsedTime(&ms, a, b); if (ms < best) best = ms;
+    }
+    printf("%-40s %7.2f us/step\n", name, best * 1000 / 50 / 20);
+    cudaGraphExecDestroy(e); cudaGraphDestroy(g);
+  };
+  time("empty", [&] { launch((void*)k_empty, 1, 1, false, false, nullptr); });
+  time("empty pdl", [&] { launch((void*)k_empty_pdl, 1, 1, false, true, nullptr); });
+  for (int n : {32, 1024, 8192, 65536}) {
+    int threads = 256, blocks = (n + threads - 1) / threads;
+    void* args[] = {&buf, &n};
+    char name[80]; snprintf(name, 80, "loadstore n=%d blocks=%d pdl", n, blocks);
+    time(name, [&] { launch((void*)k_loadstore, blocks, threads, false, true, args); });
+  }
+  for (int depth : {1, 2, 4, 8}) {
+    int n = 32; void* args[] = {&buf, &n, &depth};
+    char name[80]; snprintf(name, 80, "chain depth %d one warp", depth);
+    time(name, [&] { launch((void*)k_chain, 1, 32, false, true, args); });
+  }
+  for (int n : {8192, 65536}) for (int threads : {256, 1024}) {
+    void* args[] = {&buf, &n};
+    char name[80]; snprintf(name, 80, "oneblock n=%d threads=%d", n, threads);
+    time(name, [&] { launch((void*)k_oneblock, 1, threads, false, true, args); });
+  }
+  for (int blocks : {2, 8, 32, 66, 132, 264}) for (int threads : {256, 1024}) {
+    if (blocks * threads > 132 * 2048) continue;
+    int n = blocks * threads; void* args[] = {&buf, &n};
+    char name[80]; snprintf(name, 80, "gridsync %d x %d", blocks, threads);
+    time(name, [&] { launch((void*)k_gridsync, blocks, threads, true, true, args); });
+    void* args2[] = {&buf, &n, &count, &gen};
+    snprintf(name, 80, "ownsync %d x %d", blocks, threads);
+    time(name, [&] { launch((void*)k_ownsync, blocks, threads, true, true, args2); });
+    void* args3[] = {&buf, &n, &count, &flag};
+    snprintf(name, 80, "lastblock %d x %d", blocks, threads);
+    time(name, [&] { launch((void*)k_lastblock, blocks, threads, false, true, args3); });
+  }
+  for (int blocks : {256, 512, 1024}) {
+    int threads = 256, n = blocks * threads;
+    void* args3[] = {&buf, &n, &count, &flag};
+    char name[80]; snprintf(name, 80, "lastblock %d x %d", blocks, threads);
+    time(name, [&] { launch((void*)k_lastblock, blocks, threads, false, true, args3); });
+  }
+  return 0;
+}
