@@ -36,6 +36,34 @@
 
 namespace mtp {
 
+// A per-request value read where the code says, before any branch on it. A
+// plain load the compiler sinks into the one branch that uses it, where it
+// waits for the loads that decided the branch: a decode request of
+// draft_model_preprocess then cost two round trips to memory instead of one
+// (seen in the SASS). On the host it is a plain read.
+#if defined(__CUDA_ARCH__)
+__device__ __forceinline__ int32_t load_now(const int32_t* p) {
+  int32_t v;
+  asm volatile("ld.global.b32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ int64_t load_now(const int64_t* p) {
+  int64_t v;
+  asm volatile("ld.global.b64 %0, [%1];" : "=l"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ bool load_now(const bool* p) {
+  uint16_t v;
+  asm volatile("ld.global.u8 %0, [%1];" : "=h"(v) : "l"(p));
+  return v != 0;
+}
+#else
+template <typename T>
+inline T load_now(const T* p) {
+  return *p;
+}
+#endif
+
 // Every reason a request is refused, once: its name, its code (it travels
 // from the GPU to the host in the batch result) and the words the host fills
 // with the four values a failure carries ({0}..{3}). The enum below and the
@@ -191,19 +219,19 @@ struct PreprocessRequest {
 
 MTP_HD PreprocessRequest read_preprocess_request(const PreprocessTensors& t, int64_t i) {
   PreprocessRequest r;
-  r.encoder = t.seq_lens_encoder[i];
-  r.decoder = t.seq_lens_decoder[i];
-  r.this_time = t.seq_lens_this_time[i];
-  r.rollback = t.mask_rollback[i];
-  r.accept_num = t.accept_num[i];
-  r.base_decoder = t.base_seq_lens_decoder[i];
-  r.step_idx = t.step_idx[i];
-  r.base_step_idx = t.base_step_idx[i];
-  r.stop_flag = t.stop_flags[i];
-  r.is_block_step = t.is_block_step[i];
-  r.batch_drop = t.batch_drop[i];
-  r.base_stop = t.base_stop_flags[i];
-  r.base_block = t.base_is_block_step[i];
+  r.encoder = load_now(t.seq_lens_encoder + i);
+  r.decoder = load_now(t.seq_lens_decoder + i);
+  r.this_time = load_now(t.seq_lens_this_time + i);
+  r.rollback = load_now(t.mask_rollback + i);
+  r.accept_num = load_now(t.accept_num + i);
+  r.base_decoder = load_now(t.base_seq_lens_decoder + i);
+  r.step_idx = load_now(t.step_idx + i);
+  r.base_step_idx = load_now(t.base_step_idx + i);
+  r.stop_flag = load_now(t.stop_flags + i);
+  r.is_block_step = load_now(t.is_block_step + i);
+  r.batch_drop = load_now(t.batch_drop + i);
+  r.base_stop = load_now(t.base_stop_flags + i);
+  r.base_block = load_now(t.base_is_block_step + i);
   return r;
 }
 
@@ -430,22 +458,23 @@ struct MaskPlan {
 
 MTP_HD MaskPlan plan_mask(const MaskTensors& t, int64_t i) {
   MaskPlan p;
-  const int32_t E = t.seq_lens_encoder[i];
-  const int32_t S = t.seq_lens_decoder[i];
-  const int32_t state0 = t.decode_states[i * t.decode_states_cols];
-  p.q = t.cu_seqlens_q[i];
-  p.n = t.seq_lens_this_time[i];
+  const int32_t E = load_now(t.seq_lens_encoder + i);
+  const int32_t S = load_now(t.seq_lens_decoder + i);
+  const int32_t state0 = load_now(t.decode_states + i * t.decode_states_cols);
+  const bool block_step = load_now(t.is_block_step + i);
+  p.q = load_now(t.cu_seqlens_q + i);
+  p.n = load_now(t.seq_lens_this_time + i);
   p.encoder = E;
   p.decoder = S;
-  p.cursor = t.mask_decoder[i];
-  p.rollback = t.mask_rollback[i];
-  if (t.is_block_step[i] || (E == 0 && S == 0)) {
-    p.branch = kSkip;
-  } else if (E > 0) {
-    p.branch = (state0 == 2 && S > 0) ? kVisionGeneration : kPrompt;
-  } else {
-    p.branch = kDecode;  // E == 0, S > 0; negative lengths are refused by check_mask
-  }
+  p.cursor = load_now(t.mask_decoder + i);
+  p.rollback = load_now(t.mask_rollback + i);
+  // Selects, not branches: the GPU compiler moved the read of state0 into the
+  // branch that uses it, after the reads that decide the branch had returned
+  // (a second round trip to memory for a prompt request, seen in the SASS).
+  const bool skip = block_step || (E == 0 && S == 0);
+  // E == 0, S > 0 decodes; negative lengths are refused by check_mask.
+  const int32_t open = E > 0 ? (state0 == 2 && S > 0 ? kVisionGeneration : kPrompt) : kDecode;
+  p.branch = skip ? kSkip : open;
   return p;
 }
 
