@@ -6,7 +6,7 @@
 // do they write, the first request of each thread from the plan it already
 // holds (draft_model_preprocess: a thread a request; update_attn_mask_offsets:
 // a group of lanes a request, see Group). Up to LaunchShape::one_block_max
-// threads of work that is one block
+// threads of work (preprocess_one_block_max requests) that is one block
 // (an agreement in shared memory). Past it, the kernel runs as a cooperative
 // grid, every block resident at once, and the blocks agree through per-block
 // slots and one grid barrier, also inside a CUDA graph capture (where the
@@ -107,7 +107,11 @@ struct OneBlock {
   __device__ int64_t first() const { return threadIdx.x; }
   __device__ int64_t stride() const { return blockDim.x; }
   __device__ bool leader() const { return threadIdx.x == 0; }
-  __device__ Verdict agree(Verdict v) const { return block_agree(v); }
+  // A block of one warp (up to 32 preprocess requests, one mask request)
+  // agrees in its lanes: no shared memory, no barrier.
+  __device__ Verdict agree(Verdict v) const {
+    return blockDim.x == 32 ? warp_agree(v) : block_agree(v);
+  }
   // After the writes: true in one thread, once every thread has written.
   __device__ bool reporter() const {
     __syncthreads();
@@ -141,17 +145,17 @@ struct WholeGrid {
     if (threadIdx.x == 0) scratch.slots[blockIdx.x] = slot_of(v);
     cg::this_grid().sync();
     Verdict g{kNone, 0};
-    // __ldcg: from L2, where the other blocks' slots are (L1 is per SM).
     const unsigned lane = threadIdx.x % 32;
 #pragma unroll
     for (int r = 0; r < kSlotsAtOnce; ++r) {
       const unsigned k = lane + 32 * r;
-      if (k < gridDim.x) g = combine(g, verdict_in(__ldcg(scratch.slots + k)));
+      if (k < gridDim.x) g = combine(g, slot(k));
     }
-    for (unsigned k = lane + 32 * kSlotsAtOnce; k < gridDim.x; k += 32)
-      g = combine(g, verdict_in(__ldcg(scratch.slots + k)));
+    for (unsigned k = lane + 32 * kSlotsAtOnce; k < gridDim.x; k += 32) g = combine(g, slot(k));
     return warp_agree(g);
   }
+  // Block k's verdict, from L2, where the other blocks wrote it (L1 is per SM).
+  __device__ Verdict slot(unsigned k) const { return verdict_in(__ldcg(scratch.slots + k)); }
   // After the writes: true in one thread of the last block to finish (the
   // blocks count themselves in; the last one resets the count for the next
   // launch on this stream). No block waits for another.
@@ -261,15 +265,19 @@ __global__ void __launch_bounds__(kPreprocessMaxThreads, 1)
   finish(scope, out, v.any != 0);
 }
 
-// Zeroes out[0, n), 16 bytes a store where the buffer allows.
+// Zeroes out[0, n), 16 bytes a store where the buffer allows. Not unrolled:
+// an unrolled loop of runtime stride first divides for its trip count, a
+// chain of some 40 instructions before the first store (seen in the SASS).
 template <typename Scope>
 __device__ void zero(const Scope& scope, int32_t* out, int64_t n) {
   int64_t done = 0;
   if ((reinterpret_cast<uintptr_t>(out) & 15) == 0) {
     int4* v = reinterpret_cast<int4*>(out);
+#pragma unroll 1
     for (int64_t k = scope.first(); k < n / 4; k += scope.stride()) v[k] = make_int4(0, 0, 0, 0);
     done = n / 4 * 4;
   }
+#pragma unroll 1
   for (int64_t k = done + scope.first(); k < n; k += scope.stride()) out[k] = 0;
 }
 
@@ -429,18 +437,18 @@ struct Launch {
 // blocks than can be resident at once (a cooperative launch needs that) nor
 // than the scratch has slots for. A cooperative launch is captured into a CUDA
 // graph as a cooperative kernel node, so a captured step keeps the grid too.
-// `max_threads`: the kernel's own bound on its blocks.
+// `max_threads`: the kernel's own bound on its blocks; `one_block_max` and
+// `shape_grid_threads`: the op's fields of `shape`.
 template <auto kGridKernel>
 Launch plan_launch(int max_threads, int64_t work, const GridScratch& scratch,
-                   const LaunchShape& shape, int shape_grid_threads) {
-  const int one_block_max = shape.one_block_max < max_threads ? shape.one_block_max : max_threads;
+                   const LaunchShape& shape, int one_block_max, int shape_grid_threads) {
   const int grid_threads = shape_grid_threads < max_threads ? shape_grid_threads : max_threads;
   int dev = 0;
   DeviceFacts facts{-1, false};
   if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < kMaxDevices)
     facts = device_facts<kGridKernel>(dev, grid_threads);
   const bool overlap = shape.overlap_launch && facts.overlap;
-  Launch one{0, threads_for(work, one_block_max), overlap};
+  Launch one{0, threads_for(work, max_threads), overlap};
   if (work <= one_block_max || scratch.slots == nullptr || facts.resident < 0) return one;
   int64_t blocks = (work + grid_threads - 1) / grid_threads;
   if (blocks > facts.resident) blocks = facts.resident;
@@ -484,6 +492,7 @@ cudaError_t launch_preprocess(const PreprocessTensors& t, const PreprocessAttrs&
   if (bsz > kMaxBatch) return cudaErrorInvalidValue;
   const Launch l =
       plan_launch<preprocess_kernel<WholeGrid>>(kPreprocessMaxThreads, bsz, scratch, shape,
+                                                shape.preprocess_one_block_max,
                                                 shape.preprocess_grid_threads);
   if (l.blocks > 0)
     return launch(preprocess_kernel<WholeGrid>, l, stream, t, a, bsz, not_need_stop, out,
@@ -505,11 +514,24 @@ cudaError_t launch_mask_with(const MaskTensors& t, int64_t bsz, Reporting out,
   const int64_t zeroing = (2 * t.num_tokens + 3) / 4;
   const int64_t groups_work = (bsz < max_groups ? bsz : max_groups) * kLanes;
   const int64_t work = groups_work > zeroing ? groups_work : zeroing;
-  const Launch l = plan_launch<mask_kernel<kLanes, WholeGrid>>(kMaskMaxThreads, work, scratch,
-                                                               shape, shape.grid_threads);
+  const Launch l = plan_launch<mask_kernel<kLanes, WholeGrid>>(
+      kMaskMaxThreads, work, scratch, shape, shape.one_block_max, shape.grid_threads);
   if (l.blocks > 0)
     return launch(mask_kernel<kLanes, WholeGrid>, l, stream, t, bsz, out, WholeGrid{scratch});
   return launch(mask_kernel<kLanes, OneBlock>, l, stream, t, bsz, out, OneBlock{});
+}
+
+// A warp a request, or half a warp where that keeps the batch in one block
+// (no grid barrier), up to shape.mask_wide_max requests; past that, 4 lanes a
+// request, once a warp a request would queue more instructions than the SMs
+// issue in time. Measured with tests/graph_probe.cu (docs/performance.md).
+int auto_mask_lanes(int64_t bsz, const LaunchShape& shape) {
+  const int64_t one_block =
+      shape.one_block_max < kMaskMaxThreads ? shape.one_block_max : kMaskMaxThreads;
+  if (bsz * 32 <= one_block) return 32;
+  if (bsz * 16 <= one_block) return 16;
+  if (bsz <= shape.mask_wide_max) return 32;
+  return 4;
 }
 
 }  // namespace
@@ -517,20 +539,7 @@ cudaError_t launch_mask_with(const MaskTensors& t, int64_t bsz, Reporting out,
 cudaError_t launch_mask(const MaskTensors& t, int64_t bsz, Reporting out, GridScratch scratch,
                         cudaStream_t stream, const LaunchShape& shape) {
   if (bsz > kMaxBatch) return cudaErrorInvalidValue;
-  // A warp a request, or half a warp where that keeps the batch in one block
-  // (no grid barrier), up to shape.mask_wide_max requests; past that, 4 lanes
-  // a request, once a warp a request would queue more instructions than the
-  // SMs issue in time. Measured with tests/graph_probe.cu (docs/performance.md).
-  int lanes = shape.mask_lanes;
-  if (lanes == 0) {
-    const int64_t one_block =
-        shape.one_block_max < kMaskMaxThreads ? shape.one_block_max : kMaskMaxThreads;
-    if (bsz * 32 <= one_block || bsz > shape.mask_wide_max) {
-      lanes = bsz * 32 <= one_block ? 32 : 4;
-    } else {
-      lanes = bsz * 16 <= one_block ? 16 : 32;
-    }
-  }
+  const int lanes = shape.mask_lanes != 0 ? shape.mask_lanes : auto_mask_lanes(bsz, shape);
   switch (lanes) {
     case 32: return launch_mask_with<32>(t, bsz, out, scratch, stream, shape);
     case 16: return launch_mask_with<16>(t, bsz, out, scratch, stream, shape);

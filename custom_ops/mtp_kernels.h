@@ -35,7 +35,12 @@ struct GridScratch {
 struct LaunchShape {
   int one_block_max = 1024;    // threads of work up to which one block does it all
   int grid_threads = 256;      // threads per block of the grid (update_attn_mask_offsets)
-  int preprocess_grid_threads = 128;  // the same for draft_model_preprocess
+  // The same for draft_model_preprocess. Its one block stops at 256 requests:
+  // past them, one SM's load/store unit queued the rows a thread reads and
+  // writes (draft_tokens, pre_ids, ...), and a grid of 128-thread blocks was
+  // faster even with its barrier (measured with tests/graph_probe.cu).
+  int preprocess_one_block_max = 256;
+  int preprocess_grid_threads = 128;
   // update_attn_mask_offsets: the lanes that share a request's tokens (32,
   // 16, 8, 4 or 2; a warp serves 32 / mask_lanes requests), 0 for a warp a
   // request up to mask_wide_max requests and 4 lanes past it; and the warps

@@ -440,9 +440,9 @@ int main(int argc, char** argv) {
     variants.push_back(v);
   }
   {
-    Variant v{"pre-oneblock256", false, false, {}};
+    Variant v{"pre-oneblock512", false, false, {}};
     v.own_pre_shape = true;
-    v.pre_shape.one_block_max = 256;
+    v.pre_shape.preprocess_one_block_max = 512;
     variants.push_back(v);
   }
   shaped("grid128", [](mtp::LaunchShape& s) { s.grid_threads = 128; });

@@ -101,8 +101,8 @@ MUTATIONS = [
     Mutation("prompt offsets without +1", H, "return offset + 1;", "return offset;"),
     Mutation("vision end off by one", H, "const int32_t v = p.decoder + p.n;",
              "const int32_t v = p.decoder + p.n - 1;"),
-    Mutation("skip a prompt without KV", H, "(t.is_block_step[i] || (E == 0 && S == 0))",
-             "(t.is_block_step[i] || (E == 0 || S == 0))"),
+    Mutation("skip a prompt without KV", H, "block_step || (E == 0 && S == 0);",
+             "block_step || (E == 0 || S == 0);"),
     Mutation("tokens bound off by one", H, "(int64_t)p.q + p.n > t.num_tokens)",
              "(int64_t)p.q + p.n > t.num_tokens + 1)"),
     Mutation("negative cursor allowed", H, "if (cursor < 0) return", "if (cursor < -1000000) return"),
@@ -137,12 +137,12 @@ MUTATIONS = [
     Mutation("GPU ignores the pending error", CU, "if (pending_code != kOk) mine.bad = kPendingError;",
              "", device="gpu"),
     Mutation("GPU agreement reads the first slots only", CU,
-             "    for (unsigned k = lane + 32 * kSlotsAtOnce; k < gridDim.x; k += 32)\n"
-             "      g = combine(g, verdict_in(__ldcg(scratch.slots + k)));\n",
+             "    for (unsigned k = lane + 32 * kSlotsAtOnce; k < gridDim.x; k += 32) g = combine(g, slot(k));\n",
              "", device="gpu"),
-    Mutation("GPU not_need_stop from one block", CU, "if (k < gridDim.x) g = combine(g, verdict_in(__ldcg(scratch.slots + k)));",
-             "if (k < gridDim.x) g = combine(g, Verdict{verdict_in(__ldcg(scratch.slots + k)).bad, "
-             "verdict_in(__ldcg(scratch.slots + blockIdx.x)).any});", device="gpu"),
+    Mutation("GPU not_need_stop from one block", CU,
+             "return verdict_in(__ldcg(scratch.slots + k)); }",
+             "return Verdict{verdict_in(__ldcg(scratch.slots + k)).bad, "
+             "verdict_in(__ldcg(scratch.slots + blockIdx.x)).any}; }", device="gpu"),
     Mutation("GPU mask kernel does not wait for the kernel before it", CU,
              "                                                               Reporting out, Scope scope) {\n"
              "  wait_for_previous_kernel();\n",
