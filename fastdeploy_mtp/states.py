@@ -47,7 +47,7 @@ def preprocess_state(
     D = int(rng.integers(k + 1, k + 4))        # draft_tokens columns
     A = int(rng.integers(k + 1, k + 4))        # accept_tokens columns
     L = int(rng.integers(4, 40))               # input_ids columns
-    P = int(rng.integers(8, 64))               # pre_ids columns
+    P = int(rng.integers(max(8, k + 3), 64))   # pre_ids columns: room for every accepted token
     Db = int(rng.integers(1, k + 3))           # base_model_draft_tokens columns
     i64, i32 = np.int64, np.int32
 

@@ -299,9 +299,10 @@ def test_decode_states_needs_a_column(device):
 
 # First, middle and last request; batches of 1 and 2; both sides of the GPU's
 # one-block limits (update_attn_mask_offsets: 32 requests, a warp each;
-# draft_model_preprocess: 512) and grids of several 256-thread blocks, with
-# warps that take several requests (the mask op past 2048).
-POSITIONS = [(1, 0), (2, 0), (2, 1), (7, 3), (32, 31), (33, 32), (512, 511), (513, 0),
+# draft_model_preprocess: 256) and grids of several blocks, with warps that
+# take several requests (the mask op past 2048).
+POSITIONS = [(1, 0), (2, 0), (2, 1), (7, 3), (32, 31), (33, 32), (256, 255), (257, 256),
+             (512, 511), (513, 0),
              (513, 512), (1025, 512), (2049, 2048), (4097, 4096), (4097, 2049)]
 
 

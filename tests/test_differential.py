@@ -41,7 +41,7 @@ def check_mask(seed, bsz, extra_rows, padding, column, device="cpu"):
 
 @pytest.mark.parametrize("device", DEVICES)
 @SETTINGS
-@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 96), k=st.integers(1, 5),
+@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 96), k=st.integers(1, 10),
        truncate=st.booleans(), splitwise=st.booleans(), v1=st.booleans(),
        extra_rows=st.integers(0, 3), column=st.booleans())
 def test_preprocess_matches_reference(device, seed, bsz, k, truncate, splitwise, v1,

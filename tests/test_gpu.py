@@ -1,5 +1,5 @@
 """GPU-only behaviour: batches past one block (the cooperative-grid path above
-512 requests for draft_model_preprocess, 64 for update_attn_mask_offsets), mixed devices, the asynchronous not_need_stop path, CUDA graph
+256 requests for draft_model_preprocess, 64 for update_attn_mask_offsets), mixed devices, the asynchronous not_need_stop path, CUDA graph
 capture. Skipped where Paddle has no CUDA (the CPU/GPU differential
 and bad-input tests run on the GPU through their `device` parameter)."""
 
@@ -30,8 +30,8 @@ def _break_mask_request(s, i):
     s["seq_lens_decoder"][i] = 3
 
 
-@pytest.mark.parametrize("bsz", [511, 512, 513, 1024, 1025, 2048, 8192])
-@pytest.mark.parametrize("k", [1, 4])
+@pytest.mark.parametrize("bsz", [256, 257, 511, 512, 513, 1024, 1025, 2048, 8192])
+@pytest.mark.parametrize("k", [1, 4, 10])
 def test_preprocess_every_request_of_big_batches(bsz, k):
     """FastDeploy's one-block-of-512 kernel skips requests past 511; ours must not."""
     s = states.preprocess_state(np.random.default_rng(bsz + k), bsz, num_model_step=k)
@@ -157,9 +157,9 @@ def test_not_need_stop_on_the_gpu_is_written_there():
     assert_states_equal(to_numpy(t), run_preprocess_ref(s, attrs))
 
 
-# 70000 requests: a grid of more than 256 blocks of 256 threads, whose blocks
-# past the 256th are read in the agreement's second loop; request 65636 is in
-# block 256 (the first round gives each thread one request).
+# 70000 requests: a grid of more than 256 blocks (547 of 128 threads on the
+# H200), whose blocks past the 256th are read in the agreement's second loop;
+# request 65636 is in block 512 (the first round gives each thread one request).
 @pytest.mark.parametrize("bsz,runs", [
     (b, r) for b in (513, 1025, 8192) for r in ("first", "last", "none")
 ] + [(70000, "block256"), (70000, "none")])

@@ -111,7 +111,7 @@ def assert_preprocess_properties(s, o, attrs):
 
 @pytest.mark.parametrize("device", DEVICES)
 @SETTINGS
-@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 64), k=st.integers(1, 5),
+@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 64), k=st.integers(1, 10),
        truncate=st.booleans(), splitwise=st.booleans(), v1=st.booleans(),
        extra_rows=st.integers(0, 2), column=st.booleans())
 def test_preprocess_properties(device, seed, bsz, k, truncate, splitwise, v1, extra_rows, column):
