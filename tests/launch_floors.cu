@@ -69,11 +69,36 @@ __global__ void k_lastblock(int* buf, int n, unsigned* count, int* flag) {
     if (atomicAdd(count, 1) == gridDim.x - 1) { *count = 0; *flag += 1; }
   }
 }
-// block-reduce then atomicMin + counter, last block reads verdict (a "verdict" kernel without spinning)
 __global__ void k_oneblock(int* buf, int n) {  // one block strides over n
   pdl();
   for (int i = threadIdx.x; i < n; i += blockDim.x) buf[i] = (buf[i] + 1) & 0xff;
   __syncthreads();
+}
+
+// One cluster agreeing through distributed shared memory: each block pushes
+// its verdict into every block's slots, then one hardware cluster barrier
+// (the arrive at the start makes sure every block runs before it is written
+// to; no block touches another's memory after the barrier, so any may exit).
+__global__ void k_clustersync(int* buf, int n) {
+  pdl();
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  __shared__ unsigned slots[16];
+  __shared__ unsigned warps[32];
+  cg::cluster_group cl = cg::this_cluster();
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int v = i < n ? buf[i] : 0;
+  unsigned w = __reduce_min_sync(~0u, (unsigned)v);
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = w;
+  __syncthreads();
+  unsigned b = threadIdx.x < blockDim.x / 32 ? warps[threadIdx.x] : ~0u;
+  b = __reduce_min_sync(~0u, b);
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  unsigned nb = cl.num_blocks();
+  if (threadIdx.x < nb) cl.map_shared_rank(slots, threadIdx.x)[cl.block_rank()] = b;
+  cl.sync();
+  unsigned g = threadIdx.x % 32 < nb ? slots[threadIdx.x % 32] : ~0u;
+  g = __reduce_min_sync(~0u, g);
+  if (i < n) buf[i] = (v + 1 + (g & 0x100)) & 0xff;
 }
 
 struct Launch { void* fn; dim3 g, b; bool coop, pdl; std::vector<void*> args; };
@@ -86,8 +111,10 @@ int main() {
   cudaStream_t s; CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   int sms; cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   printf("SMs %d\n", sms);
+  int cluster = 0;  // blocks a cluster, 0: none
   auto launch = [&](void* fn, int blocks, int threads, bool coop, bool pdl, void** args) {
-    cudaLaunchAttribute at[2]; int na = 0;
+    cudaLaunchAttribute at[3]; int na = 0;
+    if (cluster > 0) { at[na].id = cudaLaunchAttributeClusterDimension; at[na].val.clusterDim.x = cluster; at[na].val.clusterDim.y = 1; at[na].val.clusterDim.z = 1; ++na; }
     if (coop) { at[na].id = cudaLaunchAttributeCooperative; at[na].val.cooperative = 1; ++na; }
     if (pdl) { at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization; at[na].val.programmaticStreamSerializationAllowed = 1; ++na; }
     cudaLaunchConfig_t c = {}; c.gridDim = dim3(blocks); c.blockDim = dim3(threads); c.stream = s; c.attrs = at; c.numAttrs = na;
@@ -147,6 +174,21 @@ int main() {
     void* args3[] = {&buf, &n, &count, &flag};
     char name[80]; snprintf(name, 80, "lastblock %d x %d", blocks, threads);
     time(name, [&] { launch((void*)k_lastblock, blocks, threads, false, true, args3); });
+  }
+  CHECK(cudaFuncSetAttribute((void*)k_clustersync, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  for (int blocks : {2, 4, 8, 16}) for (int threads : {256, 512, 1024}) {
+    int n = blocks * threads; void* args[] = {&buf, &n};
+    cudaLaunchConfig_t c = {}; cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension; at[0].val.clusterDim.x = blocks; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
+    c.gridDim = dim3(blocks); c.blockDim = dim3(threads); c.attrs = at; c.numAttrs = 1;
+    int fit = 0;
+    if (cudaOccupancyMaxActiveClusters(&fit, (void*)k_clustersync, &c) != cudaSuccess || fit < 1) {
+      cudaGetLastError(); printf("cluster %d x %d: does not fit\n", blocks, threads); continue;
+    }
+    char name[80]; snprintf(name, 80, "cluster %d x %d (fit %d)", blocks, threads, fit);
+    cluster = blocks;
+    time(name, [&] { launch((void*)k_clustersync, blocks, threads, false, true, args); });
+    cluster = 0;
   }
   return 0;
 }
