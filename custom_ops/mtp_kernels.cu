@@ -140,19 +140,29 @@ struct WholeGrid {
   __device__ int64_t first() const { return blockIdx.x * (int64_t)blockDim.x + threadIdx.x; }
   __device__ int64_t stride() const { return (int64_t)gridDim.x * blockDim.x; }
   __device__ bool leader() const { return blockIdx.x == 0 && threadIdx.x == 0; }
+  // The first warp of each block reads the slots and hands the verdict on
+  // through shared memory: every warp of the grid reading every slot at once
+  // (1024 warps x 128 slots at 8192 mask requests) queued at the few L2 lines
+  // that hold them (Nsight Compute: a quarter of the mask kernel's stalls).
   __device__ Verdict agree(Verdict v) const {
+    __shared__ unsigned long long grid_verdict;
     v = block_agree(v);
     if (threadIdx.x == 0) scratch.slots[blockIdx.x] = slot_of(v);
     cg::this_grid().sync();
-    Verdict g{kNone, 0};
-    const unsigned lane = threadIdx.x % 32;
+    if (threadIdx.x < 32) {
+      Verdict g{kNone, 0};
+      const unsigned lane = threadIdx.x;
 #pragma unroll
-    for (int r = 0; r < kSlotsAtOnce; ++r) {
-      const unsigned k = lane + 32 * r;
-      if (k < gridDim.x) g = combine(g, slot(k));
+      for (int r = 0; r < kSlotsAtOnce; ++r) {
+        const unsigned k = lane + 32 * r;
+        if (k < gridDim.x) g = combine(g, slot(k));
+      }
+      for (unsigned k = lane + 32 * kSlotsAtOnce; k < gridDim.x; k += 32) g = combine(g, slot(k));
+      g = warp_agree(g);
+      if (lane == 0) grid_verdict = slot_of(g);
     }
-    for (unsigned k = lane + 32 * kSlotsAtOnce; k < gridDim.x; k += 32) g = combine(g, slot(k));
-    return warp_agree(g);
+    __syncthreads();
+    return verdict_in(grid_verdict);
   }
   // Block k's verdict, from L2, where the other blocks wrote it (L1 is per SM).
   __device__ Verdict slot(unsigned k) const { return verdict_in(__ldcg(scratch.slots + k)); }
@@ -522,7 +532,7 @@ cudaError_t launch_mask_with(const MaskTensors& t, int64_t bsz, Reporting out,
 }
 
 // A warp a request, or half a warp where that keeps the batch in one block
-// (no grid barrier), up to shape.mask_wide_max requests; past that, 4 lanes a
+// (no grid barrier), up to shape.mask_wide_max requests; past that, 8 lanes a
 // request, once a warp a request would queue more instructions than the SMs
 // issue in time. Measured with tests/graph_probe.cu (docs/performance.md).
 int auto_mask_lanes(int64_t bsz, const LaunchShape& shape) {
@@ -531,7 +541,7 @@ int auto_mask_lanes(int64_t bsz, const LaunchShape& shape) {
   if (bsz * 32 <= one_block) return 32;
   if (bsz * 16 <= one_block) return 16;
   if (bsz <= shape.mask_wide_max) return 32;
-  return 4;
+  return 8;
 }
 
 }  // namespace

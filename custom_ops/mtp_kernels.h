@@ -43,7 +43,7 @@ struct LaunchShape {
   int preprocess_grid_threads = 128;
   // update_attn_mask_offsets: the lanes that share a request's tokens (32,
   // 16, 8, 4 or 2; a warp serves 32 / mask_lanes requests), 0 for a warp a
-  // request up to mask_wide_max requests and 4 lanes past it; and the warps
+  // request up to mask_wide_max requests and 8 lanes past it; and the warps
   // of a launch at most (past them, a group of lanes takes several requests
   // in turn).
   int mask_lanes = 0;

@@ -433,7 +433,8 @@ int main(int argc, char** argv) {
   shaped("lanes4", [](mtp::LaunchShape& s) { s.mask_lanes = 4; });
   shaped("lanes2", [](mtp::LaunchShape& s) { s.mask_lanes = 2; });
   shaped("wide1024", [](mtp::LaunchShape& s) { s.mask_wide_max = 1024; });
-  for (int threads : {256, 512}) {
+  shaped("wide4096", [](mtp::LaunchShape& s) { s.mask_wide_max = 4096; });
+  for (int threads : {64, 256, 512}) {
     Variant v{"pre-grid" + std::to_string(threads), false, false, {}};
     v.own_pre_shape = true;
     v.pre_shape.preprocess_grid_threads = threads;

@@ -137,7 +137,7 @@ MUTATIONS = [
     Mutation("GPU ignores the pending error", CU, "if (pending_code != kOk) mine.bad = kPendingError;",
              "", device="gpu"),
     Mutation("GPU agreement reads the first slots only", CU,
-             "    for (unsigned k = lane + 32 * kSlotsAtOnce; k < gridDim.x; k += 32) g = combine(g, slot(k));\n",
+             "      for (unsigned k = lane + 32 * kSlotsAtOnce; k < gridDim.x; k += 32) g = combine(g, slot(k));\n",
              "", device="gpu"),
     Mutation("GPU not_need_stop from one block", CU,
              "return verdict_in(__ldcg(scratch.slots + k)); }",
