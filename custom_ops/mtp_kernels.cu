@@ -120,8 +120,8 @@ struct OneBlock {
 };
 
 // ...or a cooperative grid. Each block puts its verdict in its slot; after the
-// grid barrier (which also orders every write before it) each warp reads all
-// the slots, so every thread reaches the same verdict.
+// grid barrier (which also orders every write before it) the first warp of
+// each block reads all the slots, so every thread reaches the same verdict.
 //
 // A lane reads up to kSlotsAtOnce slots with every load in flight at once
 // (grids of up to 256 blocks); a loop of dependent reads cost a round trip to
