@@ -143,6 +143,12 @@ MUTATIONS = [
              "return verdict_in(__ldcg(scratch.slots + k)); }",
              "return Verdict{verdict_in(__ldcg(scratch.slots + k)).bad, "
              "verdict_in(__ldcg(scratch.slots + blockIdx.x)).any}; }", device="gpu"),
+    Mutation("GPU one-warp block skips the warp agreement", CU,
+             "return blockDim.x == 32 ? warp_agree(v) : block_agree(v);",
+             "return blockDim.x == 32 ? v : block_agree(v);", device="gpu"),
+    Mutation("GPU grid verdict from one lane of the slot readers", CU,
+             "      g = warp_agree(g);\n      if (lane == 0) grid_verdict = slot_of(g);",
+             "      if (lane == 0) grid_verdict = slot_of(g);", device="gpu"),
     Mutation("GPU mask kernel does not wait for the kernel before it", CU,
              "                                                               Reporting out, Scope scope) {\n"
              "  wait_for_previous_kernel();\n",
