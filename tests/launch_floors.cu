@@ -79,6 +79,17 @@ __global__ void k_oneblock(int* buf, int n) {  // one block strides over n
   __syncthreads();
 }
 
+// The block's smallest v, in every lane of its first warp (in the other
+// warps: ~0u). Every thread calls it.
+__device__ unsigned first_warp_min(unsigned v) {
+  __shared__ unsigned warps[32];
+  v = __reduce_min_sync(~0u, v);
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = v;
+  __syncthreads();
+  const unsigned b = threadIdx.x < blockDim.x / 32 ? warps[threadIdx.x] : ~0u;
+  return __reduce_min_sync(~0u, b);
+}
+
 // One cluster agreeing through distributed shared memory: each block pushes
 // its verdict into every block's slots, then one hardware cluster barrier
 // (the arrive at the start makes sure every block runs before it is written
@@ -87,15 +98,10 @@ __global__ void k_clustersync(int* buf, int n) {
   pdl();
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   __shared__ unsigned slots[16];
-  __shared__ unsigned warps[32];
   cg::cluster_group cl = cg::this_cluster();
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   int v = i < n ? buf[i] : 0;
-  unsigned w = __reduce_min_sync(~0u, (unsigned)v);
-  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = w;
-  __syncthreads();
-  unsigned b = threadIdx.x < blockDim.x / 32 ? warps[threadIdx.x] : ~0u;
-  b = __reduce_min_sync(~0u, b);
+  const unsigned b = first_warp_min((unsigned)v);
   asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
   unsigned nb = cl.num_blocks();
   if (threadIdx.x < nb) cl.map_shared_rank(slots, threadIdx.x)[cl.block_rank()] = b;
@@ -113,17 +119,12 @@ __global__ void k_clustersync(int* buf, int n) {
 // tag wraps, and a slot left from 2^32 launches before would pass for new.
 __global__ void k_slotpoll(int* buf, int n, unsigned long long* slots, unsigned* epoch_word) {
   pdl();
-  __shared__ unsigned warps[32];
   __shared__ unsigned verdict;
   const unsigned epoch = *(volatile unsigned*)epoch_word + 1;
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   int v = i < n ? buf[i] : 0;
-  unsigned w = __reduce_min_sync(~0u, (unsigned)v);
-  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = w;
-  __syncthreads();
+  const unsigned b = first_warp_min((unsigned)v);
   if (threadIdx.x < 32) {
-    unsigned b = threadIdx.x < blockDim.x / 32 ? warps[threadIdx.x] : ~0u;
-    b = __reduce_min_sync(~0u, b);
     if (threadIdx.x == 0) {
       unsigned long long s = (unsigned long long)epoch << 32 | b;
       asm volatile("st.release.gpu.global.u64 [%0], %1;" :: "l"(slots + blockIdx.x), "l"(s) : "memory");
@@ -160,17 +161,10 @@ __global__ void k_slotpoll(int* buf, int n, unsigned long long* slots, unsigned*
 // block) once the check kernel has finished.
 __global__ void k_check(int* buf, int n, unsigned long long* slots) {
   pdl();
-  __shared__ unsigned warps[32];
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   int v = i < n ? buf[i] : 0;
-  unsigned w = __reduce_min_sync(~0u, (unsigned)v);
-  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = w;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    unsigned b = threadIdx.x < blockDim.x / 32 ? warps[threadIdx.x] : ~0u;
-    b = __reduce_min_sync(~0u, b);
-    if (threadIdx.x == 0) slots[blockIdx.x] = b;
-  }
+  const unsigned b = first_warp_min((unsigned)v);
+  if (threadIdx.x == 0) slots[blockIdx.x] = b;
 }
 __global__ void k_apply(int* buf, int n, unsigned long long* slots, int check_blocks) {
   pdl();
