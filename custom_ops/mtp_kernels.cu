@@ -104,6 +104,7 @@ __device__ Verdict block_agree(Verdict v) {
 
 // How a kernel's threads share out the batch and agree on it: one block...
 struct OneBlock {
+  __device__ void start() const {}
   __device__ int64_t first() const { return threadIdx.x; }
   __device__ int64_t stride() const { return blockDim.x; }
   __device__ bool leader() const { return threadIdx.x == 0; }
@@ -137,6 +138,7 @@ __device__ Verdict verdict_in(unsigned long long slot) {
 
 struct WholeGrid {
   GridScratch scratch;
+  __device__ void start() const {}
   __device__ int64_t first() const { return blockIdx.x * (int64_t)blockDim.x + threadIdx.x; }
   __device__ int64_t stride() const { return (int64_t)gridDim.x * blockDim.x; }
   __device__ bool leader() const { return blockIdx.x == 0 && threadIdx.x == 0; }
@@ -177,6 +179,45 @@ struct WholeGrid {
     *scratch.finished = 0;
     __threadfence();  // every block's writes before the report
     return true;
+  }
+};
+
+// ...or one thread-block cluster (sm_90): a few blocks on neighbouring SMs
+// that agree through each other's shared memory and the hardware cluster
+// barrier, with no global memory and no grid barrier. It is for batches that
+// fit one block but would queue on its one SM's issue slots (the mask op at
+// 64 requests: 32 warps on one SM; docs/performance.md). The grid is the
+// cluster.
+//
+// Each block pushes its verdict into every block's slots, then one cluster
+// barrier (release/acquire) makes them visible; after it no block touches
+// another's shared memory, so any block may exit. A block's shared memory
+// exists only once the block runs: start() arrives at a first barrier phase
+// and agree() waits on it before the first remote write.
+constexpr int kMaxClusterBlocks = 8;  // the portable cluster size
+
+struct Cluster {
+  __device__ void start() const { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
+  __device__ int64_t first() const { return blockIdx.x * (int64_t)blockDim.x + threadIdx.x; }
+  __device__ int64_t stride() const { return (int64_t)gridDim.x * blockDim.x; }
+  __device__ bool leader() const { return blockIdx.x == 0 && threadIdx.x == 0; }
+  __device__ Verdict agree(Verdict v) const {
+    __shared__ unsigned long long slots[kMaxClusterBlocks];
+    v = block_agree(v);
+    cg::cluster_group cluster = cg::this_cluster();
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every block runs
+    const unsigned blocks = cluster.num_blocks();
+    if (threadIdx.x < blocks) *cluster.map_shared_rank(slots + cluster.block_rank(), threadIdx.x) = slot_of(v);
+    cluster.sync();
+    const unsigned lane = threadIdx.x % 32;
+    return warp_agree(lane < blocks ? verdict_in(slots[lane]) : Verdict{kNone, 0});
+  }
+  // After the writes: true in the leader once every block of the cluster has
+  // written (the barrier orders their writes before the report).
+  __device__ bool reporter() const {
+    __syncthreads();
+    cg::this_cluster().sync();
+    return leader();
   }
 };
 
@@ -244,6 +285,7 @@ template <typename Scope>
 __global__ void __launch_bounds__(kPreprocessMaxThreads, 1)
     preprocess_kernel(PreprocessTensors t, PreprocessAttrs a, int64_t bsz, bool* not_need_stop,
                       Reporting out, Scope scope) {
+  scope.start();
   wait_for_previous_kernel();
   let_next_kernel_launch();
   const int64_t pending = read_pending_code(scope, out);
@@ -364,6 +406,7 @@ __device__ void group_writes_mask(const MaskTensors& t, const MaskPlan& p, int64
 template <int kLanes, typename Scope>
 __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t, int64_t bsz,
                                                                Reporting out, Scope scope) {
+  scope.start();
   wait_for_previous_kernel();
   let_next_kernel_launch();
   const int64_t pending = read_pending_code(scope, out);
@@ -401,8 +444,22 @@ __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t,
 // whether the device has programmatic dependent launches.
 struct DeviceFacts {
   int resident;
-  bool overlap;
+  bool overlap;  // sm_90 and later: programmatic dependent launches, clusters
 };
+
+// The device's compute capability major, asked once per device (-1: unknown).
+int device_major(int dev) {
+  static std::atomic<int> cached[kMaxDevices];
+  int major = cached[dev].load(std::memory_order_relaxed);
+  if (major == 0) {
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+      major = -1;
+    cached[dev].store(major, std::memory_order_relaxed);
+  }
+  return major;
+}
+// sm_90 and later: programmatic dependent launches and thread-block clusters.
+bool has_clusters(int dev) { return device_major(dev) >= 9; }
 
 // A cache per kernel (kKernel: the function itself, not its type, which
 // kernels of different lanes share) and device, for the block size last
@@ -411,10 +468,8 @@ struct DeviceFacts {
 template <auto kKernel>
 DeviceFacts device_facts(int dev, int grid_threads) {
   static std::atomic<uint64_t> cached_resident[kMaxDevices];
-  static std::atomic<int> cached_major[kMaxDevices];
   const uint64_t cached = cached_resident[dev].load(std::memory_order_relaxed);
   int resident = cached >> 32 == (uint64_t)grid_threads ? (int)(uint32_t)cached : 0;
-  int major = cached_major[dev].load(std::memory_order_relaxed);
   if (resident == 0) {
     int cooperative = 0, sms = 0, per_sm = 0;
     const bool ok =
@@ -426,12 +481,34 @@ DeviceFacts device_facts(int dev, int grid_threads) {
     cached_resident[dev].store((uint64_t)grid_threads << 32 | (uint32_t)resident,
                                std::memory_order_relaxed);
   }
-  if (major == 0) {
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-      major = -1;
-    cached_major[dev].store(major, std::memory_order_relaxed);
-  }
-  return DeviceFacts{resident, major >= 9};
+  return DeviceFacts{resident, has_clusters(dev)};
+}
+
+// Whether a cluster of `blocks` blocks of `threads` threads of kKernel fits
+// on device `dev`, asked once per kernel, device and cluster size (for the
+// block size last asked about: the block size above 2 bits of answer, 1 fits,
+// 2 does not).
+template <auto kKernel>
+bool cluster_fits(int dev, int blocks, int threads) {
+  static std::atomic<uint32_t> cached[kMaxDevices][kMaxClusterBlocks + 1];
+  const uint32_t c = cached[dev][blocks].load(std::memory_order_relaxed);
+  if (c >> 2 == (uint32_t)threads) return (c & 3) == 1;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = blocks;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(threads);
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  int clusters = 0;
+  const bool fits = cudaOccupancyMaxActiveClusters(&clusters, kKernel, &config) == cudaSuccess &&
+                    clusters > 0;
+  if (!fits) (void)cudaGetLastError();  // a refusal is an answer, not an error to report
+  cached[dev][blocks].store((uint32_t)threads << 2 | (fits ? 1u : 2u), std::memory_order_relaxed);
+  return fits;
 }
 
 // A launch: its grid, and the device facts it was sized with.
@@ -439,6 +516,7 @@ struct Launch {
   int blocks;  // 0: the single block
   int threads;
   bool overlap;
+  bool cluster = false;  // the blocks are one cluster, not a cooperative grid
 };
 
 // The grid path for `work` threads' worth of items, or the single block when
@@ -467,14 +545,49 @@ Launch plan_launch(int max_threads, int64_t work, const GridScratch& scratch,
   return Launch{(int)blocks, grid_threads, overlap};
 }
 
-// Launches `kernel` with its own parameter types, cooperatively for a grid,
-// and as a programmatic dependent launch where the device has it.
+// update_attn_mask_offsets as one cluster of up to shape.mask_cluster_blocks
+// blocks (at least shape.mask_cluster_min_threads each, at most
+// shape.mask_cluster_threads), for more than shape.mask_block_max threads of
+// work that such a cluster holds, on a device with clusters; otherwise
+// blocks == 0. A cluster launch needs no scratch, so a stream first seen
+// inside a capture gets it too.
+template <auto kClusterKernel>
+Launch plan_cluster(int64_t work, const LaunchShape& shape) {
+  const Launch none{0, 0, false};
+  const int64_t most = shape.mask_cluster_threads < kMaskMaxThreads ? shape.mask_cluster_threads
+                                                                     : kMaskMaxThreads;
+  const int64_t blocks_max = shape.mask_cluster_blocks < kMaxClusterBlocks
+                                 ? shape.mask_cluster_blocks
+                                 : kMaxClusterBlocks;
+  if (blocks_max < 2 || most < 32 || work <= shape.mask_block_max || work > blocks_max * most)
+    return none;
+  int64_t threads = ((work + blocks_max - 1) / blocks_max + 31) / 32 * 32;
+  if (threads < shape.mask_cluster_min_threads) threads = shape.mask_cluster_min_threads;
+  if (threads > most) threads = most / 32 * 32;
+  const int64_t blocks = (work + threads - 1) / threads;
+  if (threads < 32 || blocks < 2 || blocks > blocks_max) return none;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return none;
+  if (!has_clusters(dev) || !cluster_fits<kClusterKernel>(dev, (int)blocks, (int)threads))
+    return none;
+  return Launch{(int)blocks, (int)threads, shape.overlap_launch, true};
+}
+
+// Launches `kernel` with its own parameter types, as one cluster or
+// cooperatively for a grid, and as a programmatic dependent launch where the
+// device has it.
 template <typename... Params, typename... Args>
 cudaError_t launch(void (*kernel)(Params...), const Launch& l, cudaStream_t stream,
                    Args&&... args) {
   cudaLaunchAttribute attrs[2];
   unsigned n = 0;
-  if (l.blocks > 0) {
+  if (l.blocks > 0 && l.cluster) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n].val.clusterDim.x = l.blocks;
+    attrs[n].val.clusterDim.y = 1;
+    attrs[n].val.clusterDim.z = 1;
+    ++n;
+  } else if (l.blocks > 0) {
     attrs[n].id = cudaLaunchAttributeCooperative;
     attrs[n].val.cooperative = 1;
     ++n;
@@ -524,6 +637,8 @@ cudaError_t launch_mask_with(const MaskTensors& t, int64_t bsz, Reporting out,
   const int64_t zeroing = (2 * t.num_tokens + 3) / 4;
   const int64_t groups_work = (bsz < max_groups ? bsz : max_groups) * kLanes;
   const int64_t work = groups_work > zeroing ? groups_work : zeroing;
+  const Launch c = plan_cluster<mask_kernel<kLanes, Cluster>>(work, shape);
+  if (c.blocks > 0) return launch(mask_kernel<kLanes, Cluster>, c, stream, t, bsz, out, Cluster{});
   const Launch l = plan_launch<mask_kernel<kLanes, WholeGrid>>(
       kMaskMaxThreads, work, scratch, shape, shape.one_block_max, shape.grid_threads);
   if (l.blocks > 0)
@@ -531,15 +646,29 @@ cudaError_t launch_mask_with(const MaskTensors& t, int64_t bsz, Reporting out,
   return launch(mask_kernel<kLanes, OneBlock>, l, stream, t, bsz, out, OneBlock{});
 }
 
-// A warp a request, or half a warp where that keeps the batch in one block
-// (no grid barrier), up to shape.mask_wide_max requests; past that, 8 lanes a
-// request, once a warp a request would queue more instructions than the SMs
+// The most lanes a request (32, then 16) that keep the batch in one block;
+// on a device with clusters, one block only up to shape.mask_block_max
+// threads, then the most lanes (32, 16) that keep it in one cluster (8 lanes
+// in a cluster was slower than the grid at 512 requests); past
+// that, a warp a request up to shape.mask_wide_max requests, and 8 lanes
+// beyond, once a warp a request would queue more instructions than the SMs
 // issue in time. Measured with tests/graph_probe.cu (docs/performance.md).
 int auto_mask_lanes(int64_t bsz, const LaunchShape& shape) {
-  const int64_t one_block =
-      shape.one_block_max < kMaskMaxThreads ? shape.one_block_max : kMaskMaxThreads;
+  int dev = 0;
+  const bool clusters = shape.mask_cluster_blocks >= 2 && cudaGetDevice(&dev) == cudaSuccess &&
+                        dev >= 0 && dev < kMaxDevices && has_clusters(dev);
+  int64_t one_block = shape.one_block_max < kMaskMaxThreads ? shape.one_block_max : kMaskMaxThreads;
+  if (clusters && shape.mask_block_max < one_block) one_block = shape.mask_block_max;
   if (bsz * 32 <= one_block) return 32;
   if (bsz * 16 <= one_block) return 16;
+  if (clusters) {
+    const int64_t blocks = shape.mask_cluster_blocks < kMaxClusterBlocks ? shape.mask_cluster_blocks
+                                                                         : kMaxClusterBlocks;
+    const int64_t threads = shape.mask_cluster_threads < kMaskMaxThreads ? shape.mask_cluster_threads
+                                                                         : kMaskMaxThreads;
+    for (int lanes = 32; lanes >= 16; lanes /= 2)
+      if (bsz * lanes <= blocks * threads) return lanes;
+  }
   if (bsz <= shape.mask_wide_max) return 32;
   return 8;
 }

@@ -49,6 +49,17 @@ struct LaunchShape {
   int mask_lanes = 0;
   int64_t mask_wide_max = 2048;
   int mask_max_warps = 2048;
+  // update_attn_mask_offsets on sm_90: one block only up to mask_block_max
+  // threads of work; past it, one thread-block cluster of up to
+  // mask_cluster_blocks blocks (0 or 1: never) of mask_cluster_min_threads to
+  // mask_cluster_threads threads, where that holds the work, instead of one
+  // block or a grid. A cluster's barrier costs less than a grid's, and its
+  // blocks share out one SM's queue of instructions (measured with
+  // tests/graph_probe.cu).
+  int64_t mask_block_max = 512;
+  int mask_cluster_blocks = 8;
+  int mask_cluster_threads = 512;
+  int mask_cluster_min_threads = 128;
   // Programmatic dependent launch (sm_90 and later): the kernel may be
   // launched while the previous kernel on the stream still runs, and waits for
   // it to finish before its first memory access.

@@ -448,6 +448,13 @@ int main(int argc, char** argv) {
   }
   shaped("grid128", [](mtp::LaunchShape& s) { s.grid_threads = 128; });
   shaped("oneblock128", [](mtp::LaunchShape& s) { s.one_block_max = 128; });
+  shaped("no-cluster", [](mtp::LaunchShape& s) { s.mask_cluster_blocks = 0; });
+  shaped("cl-b4", [](mtp::LaunchShape& s) { s.mask_cluster_blocks = 4; });
+  shaped("cl-t256", [](mtp::LaunchShape& s) { s.mask_cluster_threads = 256; });
+  shaped("cl-t1024", [](mtp::LaunchShape& s) { s.mask_cluster_threads = 1024; });
+  shaped("cl-min256", [](mtp::LaunchShape& s) { s.mask_cluster_min_threads = 256; });
+  shaped("blockmax1024", [](mtp::LaunchShape& s) { s.mask_block_max = 1024; });
+  shaped("blockmax256", [](mtp::LaunchShape& s) { s.mask_block_max = 256; });
 
   if (!only.empty()) {
     std::vector<Variant> kept{variants[0]};
