@@ -75,6 +75,11 @@ step "racecheck over fuzz" "HAZARD|RACECHECK SUMMARY|gpu_fuzz" \
   compute-sanitizer --tool racecheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 4096
 step "synccheck over fuzz" "ERROR SUMMARY|gpu_fuzz" \
   compute-sanitizer --tool synccheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 8192
+# Up to 256 requests: mostly the mask op's one-block and cluster launches.
+step "racecheck over fuzz, bsz <= 256" "HAZARD|RACECHECK SUMMARY|gpu_fuzz" \
+  compute-sanitizer --tool racecheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 256
+step "synccheck over fuzz, bsz <= 256" "ERROR SUMMARY|gpu_fuzz" \
+  compute-sanitizer --tool synccheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 256
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   benches=("bench --device gpu" "bench-gpu --rounds ${BENCH_ROUNDS:-7}")
   [ "${SKIP_NUMPY_BENCH:-0}" = 1 ] && benches=("bench-gpu --rounds ${BENCH_ROUNDS:-7}")

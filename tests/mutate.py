@@ -151,9 +151,13 @@ MUTATIONS = [
              "      if (lane == 0) grid_verdict = slot_of(g);", device="gpu"),
     Mutation("GPU mask kernel does not wait for the kernel before it", CU,
              "                                                               Reporting out, Scope scope) {\n"
-             "  wait_for_previous_kernel();\n",
-             "                                                               Reporting out, Scope scope) {\n",
+             "  scope.start();\n  wait_for_previous_kernel();\n",
+             "                                                               Reporting out, Scope scope) {\n"
+             "  scope.start();\n",
              device="gpu"),
+    Mutation("GPU cluster block keeps its own verdict", CU,
+             "return warp_agree(lane < blocks ? verdict_in(slots[lane]) : Verdict{kNone, 0});",
+             "return v;", device="gpu"),
     # -- the numpy reference -------------------------------------------------------
     Mutation("reference rollback sign", REF, "rollback[i] += S_old - int(dec[i])",
              "rollback[i] += int(dec[i]) - S_old"),

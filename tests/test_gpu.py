@@ -39,7 +39,8 @@ def test_preprocess_every_request_of_big_batches(bsz, k):
     assert_states_equal(run_preprocess_op(s, attrs, "gpu"), run_preprocess_ref(s, attrs))
 
 
-@pytest.mark.parametrize("bsz, padding", [(513, 5), (1025, 5), (8192, 5), (64, 9000)])
+@pytest.mark.parametrize("bsz, padding", [(48, 0), (64, 0), (128, 0), (256, 0), (513, 5),
+                                          (1025, 5), (8192, 5), (64, 9000)])
 def test_mask_every_request_of_big_batches(bsz, padding):
     """(64, 9000): few requests, but an output long enough for the grid path."""
     s = states.mask_state(np.random.default_rng(bsz), bsz, padding_tokens=padding)
@@ -77,6 +78,49 @@ def test_mask_blocks_agree_on_the_first_failing_request():
     with pytest.raises(ops.BadInputError, match="request 1500: seq_lens_this_time"):
         ops.update_attn_mask_offsets(**t)
     assert_unchanged(t, s)
+
+
+@pytest.mark.parametrize("bsz, bad, first", [(33, (32, 20), 20), (64, (63, 40, 9), 9),
+                                             (128, (127, 70), 70), (256, (255, 200), 200)])
+def test_mask_cluster_blocks_agree_on_the_first_failing_request(bsz, bad, first):
+    """33 to 256 requests run as one thread-block cluster (sm_90): failures in
+    several of its blocks, the earliest is reported and nothing is written."""
+    s = states.mask_state(np.random.default_rng(bsz), bsz)
+    for i in bad:
+        _break_mask_request(s, i)
+    t = to_tensors(s, "gpu")
+    with pytest.raises(ops.BadInputError, match=f"request {first}: seq_lens_this_time"):
+        ops.update_attn_mask_offsets(**t)
+    assert_unchanged(t, s)
+
+
+def test_a_captured_cluster_mask_failure_changes_nothing_and_surfaces_later():
+    import os
+
+    graphs = pytest.importorskip("paddle.device.cuda.graphs")
+    rng = np.random.default_rng(33)
+    _warm_up(states.preprocess_state(rng, 8, num_model_step=2), states.mask_state(rng, 128),
+             preprocess_attrs(2))
+    m = states.mask_state(rng, 128)
+    _break_mask_request(m, 100)
+    t = to_tensors(m, "gpu")
+    ops.raise_pending_errors(t["seq_lens_decoder"])
+    os.environ["FASTDEPLOY_MTP_ASYNC_MASK"] = "1"
+    try:
+        g = graphs.CUDAGraph()
+        g.capture_begin()
+        ops.update_attn_mask_offsets(**t)
+        g.capture_end()
+        g.replay()
+    finally:
+        del os.environ["FASTDEPLOY_MTP_ASYNC_MASK"]
+    assert_unchanged(t, m)
+    good = states.mask_state(np.random.default_rng(34), 64)
+    tg = to_tensors(good, "gpu")
+    with pytest.raises(ops.BadInputError, match="earlier asynchronous call.*request 100"):
+        ops.update_attn_mask_offsets(**tg)
+    assert_unchanged(tg, good)
+    g.reset()
 
 
 def test_asynchronous_error_of_a_big_batch_waits_for_the_next_call():
@@ -274,10 +318,10 @@ def _warm_up(s, m, attrs):
         del os.environ["FASTDEPLOY_MTP_ASYNC_MASK"]
 
 
-@pytest.mark.parametrize("bsz", [1025, 4096, 8192])
+@pytest.mark.parametrize("bsz", [64, 128, 1025, 4096, 8192])
 def test_captured_step_replays_like_the_reference(bsz):
-    """Preprocess and a mask call captured in one graph, big enough for the
-    grid path: the replay equals the reference."""
+    """Preprocess and a mask call captured in one graph, big enough for a
+    cluster (64, 128) or the grid path: the replay equals the reference."""
     graphs = pytest.importorskip("paddle.device.cuda.graphs")
     attrs = preprocess_attrs(3, v1=True)
     s = states.preprocess_state(np.random.default_rng(bsz), bsz, num_model_step=3)
