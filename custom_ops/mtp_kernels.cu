@@ -545,24 +545,18 @@ Launch plan_launch(int max_threads, int64_t work, const GridScratch& scratch,
   return Launch{(int)blocks, grid_threads, overlap};
 }
 
-// update_attn_mask_offsets as one cluster of up to shape.mask_cluster_blocks
-// blocks (at least shape.mask_cluster_min_threads each, at most
-// shape.mask_cluster_threads), for more than shape.mask_block_max threads of
-// work that such a cluster holds, on a device with clusters; otherwise
-// blocks == 0. A cluster launch needs no scratch, so a stream first seen
-// inside a capture gets it too.
+// One cluster as `c` asks for `work` threads' worth of items, on a device
+// with clusters; otherwise blocks == 0. A cluster launch needs no scratch, so a
+// stream first seen inside a capture gets it too. `max_threads`: the
+// kernel's own bound on its blocks.
 template <auto kClusterKernel>
-Launch plan_cluster(int64_t work, const LaunchShape& shape) {
+Launch plan_cluster(int64_t work, const ClusterShape& c, int max_threads, bool overlap_launch) {
   const Launch none{0, 0, false};
-  const int64_t most = shape.mask_cluster_threads < kMaskMaxThreads ? shape.mask_cluster_threads
-                                                                     : kMaskMaxThreads;
-  const int64_t blocks_max = shape.mask_cluster_blocks < kMaxClusterBlocks
-                                 ? shape.mask_cluster_blocks
-                                 : kMaxClusterBlocks;
-  if (blocks_max < 2 || most < 32 || work <= shape.mask_block_max || work > blocks_max * most)
-    return none;
+  const int64_t most = c.threads < max_threads ? c.threads : max_threads;
+  const int64_t blocks_max = c.blocks < kMaxClusterBlocks ? c.blocks : kMaxClusterBlocks;
+  if (blocks_max < 2 || most < 32 || work <= c.block_max || work > blocks_max * most) return none;
   int64_t threads = ((work + blocks_max - 1) / blocks_max + 31) / 32 * 32;
-  if (threads < shape.mask_cluster_min_threads) threads = shape.mask_cluster_min_threads;
+  if (threads < c.min_threads) threads = c.min_threads;
   if (threads > most) threads = most / 32 * 32;
   const int64_t blocks = (work + threads - 1) / threads;
   if (threads < 32 || blocks < 2 || blocks > blocks_max) return none;
@@ -570,7 +564,7 @@ Launch plan_cluster(int64_t work, const LaunchShape& shape) {
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return none;
   if (!has_clusters(dev) || !cluster_fits<kClusterKernel>(dev, (int)blocks, (int)threads))
     return none;
-  return Launch{(int)blocks, (int)threads, shape.overlap_launch, true};
+  return Launch{(int)blocks, (int)threads, overlap_launch, true};
 }
 
 // Launches `kernel` with its own parameter types, as one cluster or
@@ -613,6 +607,11 @@ cudaError_t launch_preprocess(const PreprocessTensors& t, const PreprocessAttrs&
                               bool* not_need_stop, Reporting out, GridScratch scratch,
                               cudaStream_t stream, const LaunchShape& shape) {
   if (bsz > kMaxBatch) return cudaErrorInvalidValue;
+  const Launch c = plan_cluster<preprocess_kernel<Cluster>>(
+      bsz, shape.preprocess_cluster, kPreprocessMaxThreads, shape.overlap_launch);
+  if (c.blocks > 0)
+    return launch(preprocess_kernel<Cluster>, c, stream, t, a, bsz, not_need_stop, out,
+                  Cluster{});
   const Launch l =
       plan_launch<preprocess_kernel<WholeGrid>>(kPreprocessMaxThreads, bsz, scratch, shape,
                                                 shape.preprocess_one_block_max,
@@ -637,7 +636,8 @@ cudaError_t launch_mask_with(const MaskTensors& t, int64_t bsz, Reporting out,
   const int64_t zeroing = (2 * t.num_tokens + 3) / 4;
   const int64_t groups_work = (bsz < max_groups ? bsz : max_groups) * kLanes;
   const int64_t work = groups_work > zeroing ? groups_work : zeroing;
-  const Launch c = plan_cluster<mask_kernel<kLanes, Cluster>>(work, shape);
+  const Launch c = plan_cluster<mask_kernel<kLanes, Cluster>>(work, shape.mask_cluster,
+                                                              kMaskMaxThreads, shape.overlap_launch);
   if (c.blocks > 0) return launch(mask_kernel<kLanes, Cluster>, c, stream, t, bsz, out, Cluster{});
   const Launch l = plan_launch<mask_kernel<kLanes, WholeGrid>>(
       kMaskMaxThreads, work, scratch, shape, shape.one_block_max, shape.grid_threads);
@@ -647,7 +647,7 @@ cudaError_t launch_mask_with(const MaskTensors& t, int64_t bsz, Reporting out,
 }
 
 // The most lanes a request (32, then 16) that keep the batch in one block;
-// on a device with clusters, one block only up to shape.mask_block_max
+// on a device with clusters, one block only up to shape.mask_cluster.block_max
 // threads, then the most lanes (32, 16) that keep it in one cluster (8 lanes
 // in a cluster was slower than the grid at 512 requests); past
 // that, a warp a request up to shape.mask_wide_max requests, and 8 lanes
@@ -655,17 +655,16 @@ cudaError_t launch_mask_with(const MaskTensors& t, int64_t bsz, Reporting out,
 // issue in time. Measured with tests/graph_probe.cu (docs/performance.md).
 int auto_mask_lanes(int64_t bsz, const LaunchShape& shape) {
   int dev = 0;
-  const bool clusters = shape.mask_cluster_blocks >= 2 && cudaGetDevice(&dev) == cudaSuccess &&
-                        dev >= 0 && dev < kMaxDevices && has_clusters(dev);
+  const ClusterShape& c = shape.mask_cluster;
+  const bool clusters = c.blocks >= 2 && cudaGetDevice(&dev) == cudaSuccess && dev >= 0 &&
+                        dev < kMaxDevices && has_clusters(dev);
   int64_t one_block = shape.one_block_max < kMaskMaxThreads ? shape.one_block_max : kMaskMaxThreads;
-  if (clusters && shape.mask_block_max < one_block) one_block = shape.mask_block_max;
+  if (clusters && c.block_max < one_block) one_block = c.block_max;
   if (bsz * 32 <= one_block) return 32;
   if (bsz * 16 <= one_block) return 16;
   if (clusters) {
-    const int64_t blocks = shape.mask_cluster_blocks < kMaxClusterBlocks ? shape.mask_cluster_blocks
-                                                                         : kMaxClusterBlocks;
-    const int64_t threads = shape.mask_cluster_threads < kMaskMaxThreads ? shape.mask_cluster_threads
-                                                                         : kMaskMaxThreads;
+    const int64_t blocks = c.blocks < kMaxClusterBlocks ? c.blocks : kMaxClusterBlocks;
+    const int64_t threads = c.threads < kMaskMaxThreads ? c.threads : kMaskMaxThreads;
     for (int lanes = 32; lanes >= 16; lanes /= 2)
       if (bsz * lanes <= blocks * threads) return lanes;
   }

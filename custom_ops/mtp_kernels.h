@@ -30,6 +30,16 @@ struct GridScratch {
   unsigned* finished;         // [1], 0 between launches
 };
 
+// A thread-block cluster launch (sm_90): one block up to `block_max` threads
+// of work, and past it one cluster of up to `blocks` blocks (below 2: never)
+// of `min_threads` to `threads` threads each, where that holds the work.
+struct ClusterShape {
+  int64_t block_max;
+  int blocks;
+  int threads;
+  int min_threads;
+};
+
 // How the launchers size a launch. The defaults are what the benchmarks chose
 // (docs/performance.md); the graph probe (tests/graph_probe.cu) tries others.
 struct LaunchShape {
@@ -49,17 +59,14 @@ struct LaunchShape {
   int mask_lanes = 0;
   int64_t mask_wide_max = 2048;
   int mask_max_warps = 2048;
-  // update_attn_mask_offsets on sm_90: one block only up to mask_block_max
-  // threads of work; past it, one thread-block cluster of up to
-  // mask_cluster_blocks blocks (0 or 1: never) of mask_cluster_min_threads to
-  // mask_cluster_threads threads, where that holds the work, instead of one
-  // block or a grid. A cluster's barrier costs less than a grid's, and its
-  // blocks share out one SM's queue of instructions (measured with
-  // tests/graph_probe.cu).
-  int64_t mask_block_max = 512;
-  int mask_cluster_blocks = 8;
-  int mask_cluster_threads = 512;
-  int mask_cluster_min_threads = 128;
+  // On sm_90, each op's one block stops at `cluster.block_max` threads of
+  // work (before one_block_max or preprocess_one_block_max); past it, one
+  // thread-block cluster, where that holds the work, instead of one block or
+  // a grid. A cluster's barrier costs less than a grid's, and its blocks
+  // share out one SM's queues. Measured with tests/graph_probe.cu: the mask
+  // op at 33-256 requests, preprocess at 129-1024.
+  ClusterShape mask_cluster{512, 8, 512, 128};
+  ClusterShape preprocess_cluster{128, 8, 128, 32};
   // Programmatic dependent launch (sm_90 and later): the kernel may be
   // launched while the previous kernel on the stream still runs, and waits for
   // it to finish before its first memory access.

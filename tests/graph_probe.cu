@@ -448,13 +448,26 @@ int main(int argc, char** argv) {
   }
   shaped("grid128", [](mtp::LaunchShape& s) { s.grid_threads = 128; });
   shaped("oneblock128", [](mtp::LaunchShape& s) { s.one_block_max = 128; });
-  shaped("no-cluster", [](mtp::LaunchShape& s) { s.mask_cluster_blocks = 0; });
-  shaped("cl-b4", [](mtp::LaunchShape& s) { s.mask_cluster_blocks = 4; });
-  shaped("cl-t256", [](mtp::LaunchShape& s) { s.mask_cluster_threads = 256; });
-  shaped("cl-t1024", [](mtp::LaunchShape& s) { s.mask_cluster_threads = 1024; });
-  shaped("cl-min256", [](mtp::LaunchShape& s) { s.mask_cluster_min_threads = 256; });
-  shaped("blockmax1024", [](mtp::LaunchShape& s) { s.mask_block_max = 1024; });
-  shaped("blockmax256", [](mtp::LaunchShape& s) { s.mask_block_max = 256; });
+  shaped("no-cluster", [](mtp::LaunchShape& s) { s.mask_cluster.blocks = 0; });
+  shaped("cl-t256", [](mtp::LaunchShape& s) { s.mask_cluster.threads = 256; });
+  for (int64_t block_max : {32, 64, 128}) {
+    Variant v{"pre-block" + std::to_string(block_max), false, false, {}};
+    v.own_pre_shape = true;
+    v.pre_shape.preprocess_cluster.block_max = block_max;
+    variants.push_back(v);
+  }
+  for (int threads : {64, 256}) {
+    Variant v{"pre-clt" + std::to_string(threads), false, false, {}};
+    v.own_pre_shape = true;
+    v.pre_shape.preprocess_cluster.threads = threads;
+    variants.push_back(v);
+  }
+  {
+    Variant v{"pre-no-cluster", false, false, {}};
+    v.own_pre_shape = true;
+    v.pre_shape.preprocess_cluster.blocks = 0;
+    variants.push_back(v);
+  }
 
   if (!only.empty()) {
     std::vector<Variant> kept{variants[0]};

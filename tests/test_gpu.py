@@ -30,7 +30,7 @@ def _break_mask_request(s, i):
     s["seq_lens_decoder"][i] = 3
 
 
-@pytest.mark.parametrize("bsz", [256, 257, 511, 512, 513, 1024, 1025, 2048, 8192])
+@pytest.mark.parametrize("bsz", [129, 200, 256, 257, 511, 512, 513, 1024, 1025, 2048, 8192])
 @pytest.mark.parametrize("k", [1, 4, 10])
 def test_preprocess_every_request_of_big_batches(bsz, k):
     """FastDeploy's one-block-of-512 kernel skips requests past 511; ours must not."""
@@ -66,6 +66,18 @@ def test_blocks_agree_on_the_first_failing_request():
         _break_preprocess_request(s, i, 99)
     t = to_tensors(s, "gpu")
     with pytest.raises(ops.BadInputError, match="request 300: accept_num"):
+        ops.draft_model_preprocess(**t, **preprocess_attrs(2))
+    assert_unchanged(t, s)
+
+
+@pytest.mark.parametrize("bsz, bad, first", [(129, (128, 5), 5), (1024, (1000, 300, 700), 300)])
+def test_preprocess_cluster_blocks_agree_on_the_first_failing_request(bsz, bad, first):
+    """129 to 1024 requests run as one thread-block cluster (sm_90)."""
+    s = states.preprocess_state(np.random.default_rng(bsz), bsz, num_model_step=2)
+    for i in bad:
+        _break_preprocess_request(s, i, 99)
+    t = to_tensors(s, "gpu")
+    with pytest.raises(ops.BadInputError, match=f"request {first}: accept_num"):
         ops.draft_model_preprocess(**t, **preprocess_attrs(2))
     assert_unchanged(t, s)
 
@@ -205,7 +217,7 @@ def test_not_need_stop_on_the_gpu_is_written_there():
 # H200), whose blocks past the 256th are read in the agreement's second loop;
 # request 65636 is in block 512 (the first round gives each thread one request).
 @pytest.mark.parametrize("bsz,runs", [
-    (b, r) for b in (513, 1025, 8192) for r in ("first", "last", "none")
+    (b, r) for b in (200, 513, 1025, 8192) for r in ("first", "last", "none")
 ] + [(70000, "block256"), (70000, "none")])
 @pytest.mark.parametrize("host_flag", [True, False])
 def test_not_need_stop_when_one_request_of_a_grid_batch_runs(bsz, runs, host_flag):
@@ -318,10 +330,10 @@ def _warm_up(s, m, attrs):
         del os.environ["FASTDEPLOY_MTP_ASYNC_MASK"]
 
 
-@pytest.mark.parametrize("bsz", [64, 128, 1025, 4096, 8192])
+@pytest.mark.parametrize("bsz", [64, 128, 512, 1025, 4096, 8192])
 def test_captured_step_replays_like_the_reference(bsz):
     """Preprocess and a mask call captured in one graph, big enough for a
-    cluster (64, 128) or the grid path: the replay equals the reference."""
+    cluster (64, 128, 512) or the grid path: the replay equals the reference."""
     graphs = pytest.importorskip("paddle.device.cuda.graphs")
     attrs = preprocess_attrs(3, v1=True)
     s = states.preprocess_state(np.random.default_rng(bsz), bsz, num_model_step=3)
