@@ -182,12 +182,12 @@ struct WholeGrid {
   }
 };
 
-// ...or one thread-block cluster (sm_90): a few blocks on neighbouring SMs
+// ...or one thread-block cluster (sm_90): up to 8 blocks on neighbouring SMs
 // that agree through each other's shared memory and the hardware cluster
-// barrier, with no global memory and no grid barrier. It is for batches that
-// fit one block but would queue on its one SM's issue slots (the mask op at
-// 64 requests: 32 warps on one SM; docs/performance.md). The grid is the
-// cluster.
+// barrier, with no global memory and no grid barrier. It is for middle
+// batches: too many for one SM's issue slots (the mask op at 64 requests was
+// 32 warps queued on one SM), too few to pay for a grid barrier
+// (docs/performance.md). The grid is the cluster.
 //
 // Each block pushes its verdict into every block's slots, then one cluster
 // barrier (release/acquire) makes them visible; after it no block touches
@@ -197,7 +197,9 @@ struct WholeGrid {
 constexpr int kMaxClusterBlocks = 8;  // the portable cluster size
 
 struct Cluster {
-  __device__ void start() const { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
+  __device__ void start() const {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  }
   __device__ int64_t first() const { return blockIdx.x * (int64_t)blockDim.x + threadIdx.x; }
   __device__ int64_t stride() const { return (int64_t)gridDim.x * blockDim.x; }
   __device__ bool leader() const { return blockIdx.x == 0 && threadIdx.x == 0; }
@@ -207,7 +209,8 @@ struct Cluster {
     cg::cluster_group cluster = cg::this_cluster();
     asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every block runs
     const unsigned blocks = cluster.num_blocks();
-    if (threadIdx.x < blocks) *cluster.map_shared_rank(slots + cluster.block_rank(), threadIdx.x) = slot_of(v);
+    if (threadIdx.x < blocks)
+      *cluster.map_shared_rank(slots + cluster.block_rank(), threadIdx.x) = slot_of(v);
     cluster.sync();
     const unsigned lane = threadIdx.x % 32;
     return warp_agree(lane < blocks ? verdict_in(slots[lane]) : Verdict{kNone, 0});
@@ -636,8 +639,8 @@ cudaError_t launch_mask_with(const MaskTensors& t, int64_t bsz, Reporting out,
   const int64_t zeroing = (2 * t.num_tokens + 3) / 4;
   const int64_t groups_work = (bsz < max_groups ? bsz : max_groups) * kLanes;
   const int64_t work = groups_work > zeroing ? groups_work : zeroing;
-  const Launch c = plan_cluster<mask_kernel<kLanes, Cluster>>(work, shape.mask_cluster,
-                                                              kMaskMaxThreads, shape.overlap_launch);
+  const Launch c = plan_cluster<mask_kernel<kLanes, Cluster>>(
+      work, shape.mask_cluster, kMaskMaxThreads, shape.overlap_launch);
   if (c.blocks > 0) return launch(mask_kernel<kLanes, Cluster>, c, stream, t, bsz, out, Cluster{});
   const Launch l = plan_launch<mask_kernel<kLanes, WholeGrid>>(
       kMaskMaxThreads, work, scratch, shape, shape.one_block_max, shape.grid_threads);
