@@ -135,6 +135,36 @@ def test_a_captured_cluster_mask_failure_changes_nothing_and_surfaces_later():
     g.reset()
 
 
+def test_a_cluster_size_first_seen_inside_a_capture():
+    """A runner captures one graph per batch size without a warm-up at each:
+    a cluster shape first met inside the capture (40 requests: 8 blocks of 160
+    threads, after 64 requests' 8 blocks of 256) still captures and replays
+    like the reference."""
+    import os
+
+    graphs = pytest.importorskip("paddle.device.cuda.graphs")
+    rng = np.random.default_rng(35)
+    _warm_up(states.preprocess_state(rng, 8, num_model_step=2), states.mask_state(rng, 64),
+             preprocess_attrs(2))
+    m = states.mask_state(rng, 40)
+    t = to_tensors(m, "gpu")
+    os.environ["FASTDEPLOY_MTP_ASYNC_MASK"] = "1"
+    try:
+        g = graphs.CUDAGraph()
+        g.capture_begin()
+        out = ops.update_attn_mask_offsets(**t)
+        g.capture_end()
+    finally:
+        del os.environ["FASTDEPLOY_MTP_ASYNC_MASK"]
+    assert_unchanged(t, m)  # captured, not run
+    g.replay()
+    ops.raise_pending_errors(t["seq_lens_decoder"])
+    want_out, want_m = run_mask_ref(m)
+    np.testing.assert_array_equal(out.numpy(), want_out)
+    assert_states_equal(to_numpy(t), want_m)
+    g.reset()
+
+
 def test_asynchronous_error_of_a_big_batch_waits_for_the_next_call():
     bad = states.preprocess_state(np.random.default_rng(13), 4096, num_model_step=3)
     _break_preprocess_request(bad, 4000, -1)
