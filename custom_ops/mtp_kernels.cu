@@ -21,6 +21,8 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "mtp_kernels.h"
 
@@ -548,6 +550,21 @@ Launch plan_launch(int max_threads, int64_t work, const GridScratch& scratch,
   return Launch{(int)blocks, grid_threads, overlap};
 }
 
+// `c` within what a cluster launch and the kernel allow: at most
+// kMaxClusterBlocks blocks of whole warps, each of at most `max_threads`. Both
+// the launch (plan_cluster) and the mask op's choice of lanes
+// (auto_mask_lanes) size a cluster from this.
+struct ClusterBounds {
+  int64_t blocks, threads;
+  // Threads of work one cluster holds; 0 when `c` allows no cluster.
+  int64_t capacity() const { return blocks >= 2 && threads >= 32 ? blocks * threads : 0; }
+};
+ClusterBounds cluster_bounds(const ClusterShape& c, int max_threads) {
+  const int64_t threads = c.threads < max_threads ? c.threads : max_threads;
+  return ClusterBounds{c.blocks < kMaxClusterBlocks ? c.blocks : kMaxClusterBlocks,
+                       threads / 32 * 32};
+}
+
 // One cluster as `c` asks for `work` threads' worth of items, on a device
 // with clusters; otherwise blocks == 0. A cluster launch needs no scratch, so a
 // stream first seen inside a capture gets it too. `max_threads`: the
@@ -555,14 +572,14 @@ Launch plan_launch(int max_threads, int64_t work, const GridScratch& scratch,
 template <auto kClusterKernel>
 Launch plan_cluster(int64_t work, const ClusterShape& c, int max_threads, bool overlap_launch) {
   const Launch none{0, 0, false};
-  const int64_t most = c.threads < max_threads ? c.threads : max_threads;
-  const int64_t blocks_max = c.blocks < kMaxClusterBlocks ? c.blocks : kMaxClusterBlocks;
-  if (blocks_max < 2 || most < 32 || work <= c.block_max || work > blocks_max * most) return none;
-  int64_t threads = ((work + blocks_max - 1) / blocks_max + 31) / 32 * 32;
-  if (threads < c.min_threads) threads = c.min_threads;
-  if (threads > most) threads = most / 32 * 32;
+  const ClusterBounds most = cluster_bounds(c, max_threads);
+  if (work <= c.block_max || work > most.capacity()) return none;
+  int64_t threads = ((work + most.blocks - 1) / most.blocks + 31) / 32 * 32;
+  const int64_t least = ((int64_t)c.min_threads + 31) / 32 * 32;
+  if (threads < least) threads = least;
+  if (threads > most.threads) threads = most.threads;
   const int64_t blocks = (work + threads - 1) / threads;
-  if (threads < 32 || blocks < 2 || blocks > blocks_max) return none;
+  if (blocks < 2 || blocks > most.blocks) return none;
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return none;
   if (!has_clusters(dev) || !cluster_fits<kClusterKernel>(dev, (int)blocks, (int)threads))
@@ -604,49 +621,42 @@ cudaError_t launch(void (*kernel)(Params...), const Launch& l, cudaStream_t stre
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
-}  // namespace
-
-cudaError_t launch_preprocess(const PreprocessTensors& t, const PreprocessAttrs& a, int64_t bsz,
-                              bool* not_need_stop, Reporting out, GridScratch scratch,
-                              cudaStream_t stream, const LaunchShape& shape) {
-  if (bsz > kMaxBatch) return cudaErrorInvalidValue;
-  const Launch c = plan_cluster<preprocess_kernel<Cluster>>(
-      bsz, shape.preprocess_cluster, kPreprocessMaxThreads, shape.overlap_launch);
-  if (c.blocks > 0)
-    return launch(preprocess_kernel<Cluster>, c, stream, t, a, bsz, not_need_stop, out,
-                  Cluster{});
-  const Launch l =
-      plan_launch<preprocess_kernel<WholeGrid>>(kPreprocessMaxThreads, bsz, scratch, shape,
-                                                shape.preprocess_one_block_max,
-                                                shape.preprocess_grid_threads);
-  if (l.blocks > 0)
-    return launch(preprocess_kernel<WholeGrid>, l, stream, t, a, bsz, not_need_stop, out,
-                  WholeGrid{scratch});
-  return launch(preprocess_kernel<OneBlock>, l, stream, t, a, bsz, not_need_stop, out,
-                OneBlock{});
+// Calls `f` with the scope launch `l` runs in (its kernels' template argument).
+template <typename F>
+cudaError_t with_scope(const Launch& l, const GridScratch& scratch, F f) {
+  if (l.blocks > 0 && l.cluster) return f(Cluster{});
+  if (l.blocks > 0) return f(WholeGrid{scratch});
+  return f(OneBlock{});
 }
 
-namespace {
+// draft_model_preprocess: a thread a request, in one cluster, a grid or one
+// block.
+Launch plan_preprocess_launch(int64_t bsz, const GridScratch& scratch, const LaunchShape& shape) {
+  const Launch c = plan_cluster<preprocess_kernel<Cluster>>(
+      bsz, shape.preprocess_cluster, kPreprocessMaxThreads, shape.overlap_launch);
+  if (c.blocks > 0) return c;
+  return plan_launch<preprocess_kernel<WholeGrid>>(kPreprocessMaxThreads, bsz, scratch, shape,
+                                                   shape.preprocess_one_block_max,
+                                                   shape.preprocess_grid_threads);
+}
 
+// update_attn_mask_offsets with kLanes lanes a request: a group of lanes for
+// every request up to shape.mask_max_warps warps of them (past that, a group
+// takes several in turn: a bigger grid would cost more in its barrier than it
+// saves, measured with tests/graph_probe.cu), or enough threads for the
+// zeroing (16-byte stores), whichever is more.
 template <int kLanes>
-cudaError_t launch_mask_with(const MaskTensors& t, int64_t bsz, Reporting out,
-                             GridScratch scratch, cudaStream_t stream, const LaunchShape& shape) {
-  // A group of lanes for every request up to shape.mask_max_warps warps of
-  // them (past that, a group takes several in turn: a bigger grid would cost
-  // more in its barrier than it saves, measured with tests/graph_probe.cu),
-  // or enough threads for the zeroing (16-byte stores), whichever is more.
+Launch plan_mask_launch(int64_t num_tokens, int64_t bsz, const GridScratch& scratch,
+                        const LaunchShape& shape) {
   const int64_t max_groups = (int64_t)shape.mask_max_warps * (32 / kLanes);
-  const int64_t zeroing = (2 * t.num_tokens + 3) / 4;
+  const int64_t zeroing = (2 * num_tokens + 3) / 4;
   const int64_t groups_work = (bsz < max_groups ? bsz : max_groups) * kLanes;
   const int64_t work = groups_work > zeroing ? groups_work : zeroing;
   const Launch c = plan_cluster<mask_kernel<kLanes, Cluster>>(
       work, shape.mask_cluster, kMaskMaxThreads, shape.overlap_launch);
-  if (c.blocks > 0) return launch(mask_kernel<kLanes, Cluster>, c, stream, t, bsz, out, Cluster{});
-  const Launch l = plan_launch<mask_kernel<kLanes, WholeGrid>>(
-      kMaskMaxThreads, work, scratch, shape, shape.one_block_max, shape.grid_threads);
-  if (l.blocks > 0)
-    return launch(mask_kernel<kLanes, WholeGrid>, l, stream, t, bsz, out, WholeGrid{scratch});
-  return launch(mask_kernel<kLanes, OneBlock>, l, stream, t, bsz, out, OneBlock{});
+  if (c.blocks > 0) return c;
+  return plan_launch<mask_kernel<kLanes, WholeGrid>>(kMaskMaxThreads, work, scratch, shape,
+                                                     shape.one_block_max, shape.grid_threads);
 }
 
 // The most lanes a request (32, then 16) that keep the batch in one block;
@@ -666,29 +676,51 @@ int auto_mask_lanes(int64_t bsz, const LaunchShape& shape) {
   if (bsz * 32 <= one_block) return 32;
   if (bsz * 16 <= one_block) return 16;
   if (clusters) {
-    const int64_t blocks = c.blocks < kMaxClusterBlocks ? c.blocks : kMaxClusterBlocks;
-    const int64_t threads = c.threads < kMaskMaxThreads ? c.threads : kMaskMaxThreads;
+    const int64_t capacity = cluster_bounds(c, kMaskMaxThreads).capacity();
     for (int lanes = 32; lanes >= 16; lanes /= 2)
-      if (bsz * lanes <= blocks * threads) return lanes;
+      if (bsz * lanes <= capacity) return lanes;
   }
   if (bsz <= shape.mask_wide_max) return 32;
   return 8;
 }
 
+// Calls f(std::integral_constant<int, lanes>) with the lanes a request that
+// shape.mask_lanes asks for (0: auto_mask_lanes).
+template <typename F>
+cudaError_t with_mask_lanes(int64_t bsz, const LaunchShape& shape, F f) {
+  switch (shape.mask_lanes != 0 ? shape.mask_lanes : auto_mask_lanes(bsz, shape)) {
+    case 32: return f(std::integral_constant<int, 32>{});
+    case 16: return f(std::integral_constant<int, 16>{});
+    case 8: return f(std::integral_constant<int, 8>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 }  // namespace
+
+cudaError_t launch_preprocess(const PreprocessTensors& t, const PreprocessAttrs& a, int64_t bsz,
+                              bool* not_need_stop, Reporting out, GridScratch scratch,
+                              cudaStream_t stream, const LaunchShape& shape) {
+  if (bsz > kMaxBatch) return cudaErrorInvalidValue;
+  const Launch l = plan_preprocess_launch(bsz, scratch, shape);
+  return with_scope(l, scratch, [&](auto scope) {
+    return launch(preprocess_kernel<decltype(scope)>, l, stream, t, a, bsz, not_need_stop, out,
+                  scope);
+  });
+}
 
 cudaError_t launch_mask(const MaskTensors& t, int64_t bsz, Reporting out, GridScratch scratch,
                         cudaStream_t stream, const LaunchShape& shape) {
   if (bsz > kMaxBatch) return cudaErrorInvalidValue;
-  const int lanes = shape.mask_lanes != 0 ? shape.mask_lanes : auto_mask_lanes(bsz, shape);
-  switch (lanes) {
-    case 32: return launch_mask_with<32>(t, bsz, out, scratch, stream, shape);
-    case 16: return launch_mask_with<16>(t, bsz, out, scratch, stream, shape);
-    case 8: return launch_mask_with<8>(t, bsz, out, scratch, stream, shape);
-    case 4: return launch_mask_with<4>(t, bsz, out, scratch, stream, shape);
-    case 2: return launch_mask_with<2>(t, bsz, out, scratch, stream, shape);
-    default: return cudaErrorInvalidValue;
-  }
+  return with_mask_lanes(bsz, shape, [&](auto lanes) {
+    constexpr int kLanes = decltype(lanes)::value;
+    const Launch l = plan_mask_launch<kLanes>(t.num_tokens, bsz, scratch, shape);
+    return with_scope(l, scratch, [&](auto scope) {
+      return launch(mask_kernel<kLanes, decltype(scope)>, l, stream, t, bsz, out, scope);
+    });
+  });
 }
 
 }  // namespace mtp

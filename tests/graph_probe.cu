@@ -5,12 +5,14 @@
 // asynchronous, then three update_attn_mask_offsets calls) against a graph of
 // as many empty kernels, for the launchers of custom_ops/mtp_kernels.cu under
 // several LaunchShapes, each op alone (the other's kernels replaced by empty
-// ones), and, built with -DPROBE_BASELINE, another revision's kernels (the
+// ones), the ops' launches with kernels that only agree ("agreement",
+// tests/agreement_floor.cu: what the launch shapes cost before any request is
+// read), and, built with -DPROBE_BASELINE, another revision's kernels (the
 // "baseline"). Before timing, it checks that every variant and the baseline
 // leave every tensor byte-identical after the same steps, eager and replayed.
 //
 //   bash tests/graph_probe.sh [REV]             (here: states, baseline REV, build)
-//   build/probe/probe build/probe/states [BSZ ...] [--quick] [--only NAME]
+//   build/probe/probe build/probe/states [BSZ ...] [--quick] [--only NAME[,NAME...]]
 //
 // The states are the graph table's (tests/graph_probe.py).
 #include <cuda_runtime.h>
@@ -26,6 +28,15 @@
 #include <vector>
 
 #include "mtp_kernels.h"
+
+// tests/agreement_floor.cu: the ops' launches with kernels that only agree.
+namespace mtp {
+cudaError_t launch_preprocess_agreement(int64_t bsz, unsigned* sink, GridScratch scratch,
+                                        cudaStream_t stream, const LaunchShape& shape);
+cudaError_t launch_mask_agreement(int64_t num_tokens, int64_t bsz, unsigned* sink,
+                                  GridScratch scratch, cudaStream_t stream,
+                                  const LaunchShape& shape);
+}  // namespace mtp
 
 #ifdef PROBE_BASELINE
 #define mtp mtp_old
@@ -193,6 +204,7 @@ struct Variant {
   bool empty = false;
   mtp::LaunchShape shape;
   bool pre = true, mask = true;  // false: an empty kernel in its place
+  bool agreement = false;        // both ops' launches, agreeing only (agreement_floor.cu)
   bool empty_overlap = false;    // the empty kernels as programmatic dependent launches
   bool own_pre_shape = false;    // draft_model_preprocess launched with pre_shape
   mtp::LaunchShape pre_shape;
@@ -202,6 +214,7 @@ struct Variant {
 struct Record {
   mtp::BatchResult* pending = nullptr;
   mtp::GridScratch grid{nullptr, nullptr};
+  unsigned* sink = nullptr;  // the agreement kernels' verdicts
   void* baseline_grid[8] = {};  // the baseline's GridScratch, whatever its fields
 };
 
@@ -212,6 +225,7 @@ Record make_record() {
   CHECK(cudaMalloc(&r.grid.slots, mtp::kGridSlots * sizeof(unsigned long long)));
   CHECK(cudaMalloc(&r.grid.finished, sizeof(unsigned)));
   CHECK(cudaMemset(r.grid.finished, 0, sizeof(unsigned)));
+  CHECK(cudaMalloc(&r.sink, sizeof(unsigned)));
   // Every revision's GridScratch is a few device pointers to per-block slots
   // or counters: each gets a zeroed buffer big enough for any of them.
   for (void*& p : r.baseline_grid) {
@@ -267,6 +281,13 @@ void step(const Variant& v, const State& s, const Record& r, bool* not_need_stop
     return;
   }
 #endif
+  if (v.agreement) {
+    CHECK(mtp::launch_preprocess_agreement(s.bsz, r.sink, r.grid, stream, v.shape));
+    const int64_t num_tokens = s.mask.at("ids_remove_padding").rows;
+    for (int k = 0; k < kMaskCalls; ++k)
+      CHECK(mtp::launch_mask_agreement(num_tokens, s.bsz, r.sink, r.grid, stream, v.shape));
+    return;
+  }
   const auto t = preprocess_tensors<mtp::PreprocessTensors>(s.pre);
   const mtp::Reporting out{r.pending, nullptr};
   if (v.pre) {
@@ -325,7 +346,7 @@ bool agree(const std::vector<Variant>& variants, const State& base, cudaStream_t
   bool* nns;
   CHECK(cudaMalloc(&nns, variants.size()));
   auto compared = [&](size_t k) {
-    return !variants[k].empty && variants[k].pre && variants[k].mask;
+    return !variants[k].empty && !variants[k].agreement && variants[k].pre && variants[k].mask;
   };
   for (size_t k = 0; k < variants.size(); ++k) {
     if (!compared(k)) continue;
@@ -378,7 +399,8 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s STATES_DIR [bsz ...] [--quick] [--only VARIANT]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s STATES_DIR [bsz ...] [--quick] [--only NAME[,NAME...]]\n",
+                 argv[0]);
     return 2;
   }
   const std::string dir = argv[1];
@@ -418,6 +440,10 @@ int main(int argc, char** argv) {
     v.name = "mask-only";
     v.mask = true;
     v.pre = false;
+    variants.push_back(v);
+    v.name = "agreement";
+    v.pre = true;
+    v.agreement = true;
     variants.push_back(v);
   }
   auto shaped = [&](const char* name, auto change) {
@@ -471,8 +497,10 @@ int main(int argc, char** argv) {
 
   if (!only.empty()) {
     std::vector<Variant> kept{variants[0]};
+    const std::string names = "," + only + ",";
     for (const auto& v : variants)
-      if (v.name == only) kept.push_back(v);
+      if (&v != &variants[0] && names.find("," + v.name + ",") != std::string::npos)
+        kept.push_back(v);
     variants = kept;
   }
   cudaStream_t stream;

@@ -1,0 +1,57 @@
+// The agreement floor of a captured step, for the graph probe (a dev tool,
+// not a test; CI only compiles it).
+//
+// Each op is launched exactly as its launcher would launch it: the same plan
+// (one block, a cluster or a cooperative grid; blocks, threads, lanes), the
+// same programmatic dependent launch. But the kernel only agrees, through the
+// same scope as the op's: it reads and writes no request. A step of these
+// costs what any kernels of the ops' shapes that validate a whole batch before
+// writing must pay on the device; what the ops cost beyond it is their
+// requests' work. The probe's "agreement" variant.
+//
+// This file includes the kernels' source, so that it plans with the
+// launchers' own functions; it replaces mtp_kernels.cu in the probe's link.
+#include "mtp_kernels.cu"
+
+namespace mtp {
+namespace {
+
+// `sink`: where the leader writes the verdict, as an op writes not_need_stop,
+// so that no part of the agreement is left out as unused.
+template <typename Scope>
+__global__ void __launch_bounds__(kMaskMaxThreads, 1)
+    agreement_kernel(unsigned* sink, Scope scope) {
+  scope.start();
+  wait_for_previous_kernel();
+  let_next_kernel_launch();
+  const Verdict v = scope.agree(Verdict{kNone, 0});
+  if (scope.leader()) *sink = v.bad | v.any;
+}
+
+cudaError_t launch_agreement(const Launch& l, unsigned* sink, const GridScratch& scratch,
+                             cudaStream_t stream) {
+  return with_scope(l, scratch, [&](auto scope) {
+    return launch(agreement_kernel<decltype(scope)>, l, stream, sink, scope);
+  });
+}
+
+}  // namespace
+
+// As launch_preprocess would launch for `bsz` requests.
+cudaError_t launch_preprocess_agreement(int64_t bsz, unsigned* sink, GridScratch scratch,
+                                        cudaStream_t stream, const LaunchShape& shape) {
+  return launch_agreement(plan_preprocess_launch(bsz, scratch, shape), sink, scratch, stream);
+}
+
+// As launch_mask would launch for `bsz` requests of `num_tokens` tokens.
+cudaError_t launch_mask_agreement(int64_t num_tokens, int64_t bsz, unsigned* sink,
+                                  GridScratch scratch, cudaStream_t stream,
+                                  const LaunchShape& shape) {
+  return with_mask_lanes(bsz, shape, [&](auto lanes) {
+    constexpr int kLanes = decltype(lanes)::value;
+    const Launch l = plan_mask_launch<kLanes>(num_tokens, bsz, scratch, shape);
+    return launch_agreement(l, sink, scratch, stream);
+  });
+}
+
+}  // namespace mtp
