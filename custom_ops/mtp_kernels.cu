@@ -71,6 +71,61 @@ __device__ __forceinline__ void let_next_kernel_launch() {
 #endif
 }
 
+// `base` such that base + i * cols is request i's row, that row's address
+// computed now: before the wait, while the previous kernel still runs. The
+// row is prefetched into L2 (a hint: L2 is where every SM's reads and writes
+// meet, so nothing stale can come of it), a memory access that keeps the
+// address and the kernel parameters it needs above the wait; and the address
+// is made opaque, so that the compiler keeps it in a register instead of
+// computing it again next to the load, after the wait. A request's address
+// arithmetic and the parameter reads were most of what a small batch's
+// kernel did between the wait and its first load (Nsight Compute).
+template <typename T>
+__device__ __forceinline__ T* address_now(T* p, bool exists) {
+  if (exists) asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+  asm("" : "+l"(p));
+  return p;
+}
+template <typename T>
+__device__ __forceinline__ T* row_now(T* base, int64_t i, int64_t cols, bool exists) {
+  return address_now(base + i * cols, exists) - i * cols;
+}
+
+// The op's tensors with request i's rows computed now (row_now).
+__device__ PreprocessTensors rows_now(PreprocessTensors t, int64_t i, bool exists) {
+  t.draft_tokens = row_now(t.draft_tokens, i, t.draft_cols, exists);
+  t.input_ids = row_now(t.input_ids, i, t.input_cols, exists);
+  t.stop_flags = row_now(t.stop_flags, i, 1, exists);
+  t.seq_lens_this_time = row_now(t.seq_lens_this_time, i, 1, exists);
+  t.seq_lens_encoder = row_now(t.seq_lens_encoder, i, 1, exists);
+  t.seq_lens_decoder = row_now(t.seq_lens_decoder, i, 1, exists);
+  t.step_idx = row_now(t.step_idx, i, 1, exists);
+  t.is_block_step = row_now(t.is_block_step, i, 1, exists);
+  t.batch_drop = row_now(t.batch_drop, i, 1, exists);
+  t.pre_ids = row_now(t.pre_ids, i, t.pre_cols, exists);
+  t.mask_rollback = row_now(t.mask_rollback, i, 1, exists);
+  t.accept_tokens = row_now(t.accept_tokens, i, t.accept_cols, exists);
+  t.accept_num = row_now(t.accept_num, i, 1, exists);
+  t.base_seq_lens_decoder = row_now(t.base_seq_lens_decoder, i, 1, exists);
+  t.base_step_idx = row_now(t.base_step_idx, i, 1, exists);
+  t.base_stop_flags = row_now(t.base_stop_flags, i, 1, exists);
+  t.base_is_block_step = row_now(t.base_is_block_step, i, 1, exists);
+  t.base_draft_tokens = row_now(t.base_draft_tokens, i, t.base_draft_cols, exists);
+  return t;
+}
+__device__ MaskTensors rows_now(MaskTensors t, int64_t i, bool exists) {
+  t.seq_lens_this_time = row_now(t.seq_lens_this_time, i, 1, exists);
+  t.seq_lens_encoder = row_now(t.seq_lens_encoder, i, 1, exists);
+  t.seq_lens_decoder = row_now(t.seq_lens_decoder, i, 1, exists);
+  t.cu_seqlens_q = row_now(t.cu_seqlens_q, i, 1, exists);
+  t.mask_full = row_now(t.mask_full, i, t.mask_full_cols, exists);
+  t.mask_decoder = row_now(t.mask_decoder, i, 1, exists);
+  t.is_block_step = row_now(t.is_block_step, i, 1, exists);
+  t.decode_states = row_now(t.decode_states, i, t.decode_states_cols, exists);
+  t.mask_rollback = row_now(t.mask_rollback, i, 1, exists);
+  return t;
+}
+
 // What the threads agree on: the first failing request (kNone if none, or
 // kPendingError) and whether any request runs (not_need_stop).
 struct Verdict {
@@ -280,10 +335,15 @@ __device__ void finish(const Scope& scope, const Reporting& out, bool any_runnin
   if (out.report != nullptr && scope.reporter()) publish(out.report, batch_ok(any_running));
 }
 
-// The leader reads the pending error alongside the batch's first loads.
+// Where the leader reads the pending error, computed before the wait: it
+// reads it alongside the batch's first loads (read_pending_code).
 template <typename Scope>
-__device__ int64_t read_pending_code(const Scope& scope, const Reporting& out) {
-  return scope.leader() ? out.pending->code : kOk;
+__device__ const int64_t* pending_code_now(const Scope& scope, const Reporting& out) {
+  return address_now(&out.pending->code, scope.leader());
+}
+template <typename Scope>
+__device__ int64_t read_pending_code(const Scope& scope, const int64_t* code) {
+  return scope.leader() ? *code : kOk;
 }
 
 template <typename Scope>
@@ -291,20 +351,23 @@ __global__ void __launch_bounds__(kPreprocessMaxThreads, 1)
     preprocess_kernel(PreprocessTensors t, PreprocessAttrs a, int64_t bsz, bool* not_need_stop,
                       Reporting out, Scope scope) {
   scope.start();
-  wait_for_previous_kernel();
-  let_next_kernel_launch();
-  const int64_t pending = read_pending_code(scope, out);
   // Requests first, first + stride, ...: the first one's plan and first
   // accepted tokens are kept for the write (with enough threads it is the
-  // only one); any others are read again then.
+  // only one); any others are read again then. The first one's rows are
+  // computed before the wait (`own`).
   const int64_t first = scope.first(), stride = scope.stride();
+  const PreprocessTensors own = rows_now(t, first, first < bsz);
+  const int64_t* pending_code = pending_code_now(scope, out);
+  wait_for_previous_kernel();
+  let_next_kernel_launch();
+  const int64_t pending = read_pending_code(scope, pending_code);
   Verdict mine{kNone, 0};
   PreprocessPlan kept;
   KeptTokens kept_tokens;
   if (first < bsz) {
-    kept_tokens = read_kept_tokens(t, first);
-    kept = plan_preprocess(t, a, first);
-    if (check_preprocess(t, kept, first).code != kOk) mine.bad = verdict_of(first);
+    kept_tokens = read_kept_tokens(own, first);
+    kept = plan_preprocess(own, a, first);
+    if (check_preprocess(own, kept, first).code != kOk) mine.bad = verdict_of(first);
     mine.any = kept.running;
   }
   for (int64_t i = first + stride; i < bsz; i += stride) {
@@ -316,7 +379,7 @@ __global__ void __launch_bounds__(kPreprocessMaxThreads, 1)
   const Verdict v = agree_on_batch(scope, kPreprocessOp, out, pending, mine, check);
   if (v.bad != kNone) return;
   if (not_need_stop != nullptr && scope.leader()) *not_need_stop = v.any != 0;
-  if (first < bsz) apply_preprocess(t, kept, first, kept_tokens);
+  if (first < bsz) apply_preprocess(own, kept, first, kept_tokens);
   for (int64_t i = first + stride; i < bsz; i += stride)
     apply_preprocess(t, plan_preprocess(t, a, i), i);
   finish(scope, out, v.any != 0);
@@ -412,22 +475,25 @@ template <int kLanes, typename Scope>
 __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t, int64_t bsz,
                                                                Reporting out, Scope scope) {
   scope.start();
-  wait_for_previous_kernel();
-  let_next_kernel_launch();
-  const int64_t pending = read_pending_code(scope, out);
   const Group<kLanes> g;
   const int64_t first = scope.first() / kLanes, groups = scope.stride() / kLanes;
+  // The first request's rows, computed before the wait.
+  const MaskTensors own = rows_now(t, first, first < bsz);
+  const int64_t* pending_code = pending_code_now(scope, out);
+  wait_for_previous_kernel();
+  let_next_kernel_launch();
+  const int64_t pending = read_pending_code(scope, pending_code);
   // This warp's first request, less its own: i - behind is the same in every
   // lane of the warp.
   const int64_t behind = (threadIdx.x % 32) / kLanes;
-  const MaskPlan kept = first < bsz ? plan_mask(t, first) : kNoRequest;
-  const int32_t kept_offset = first < bsz ? first_offsets(t, first, g) : 0;
+  const MaskPlan kept = first < bsz ? plan_mask(own, first) : kNoRequest;
+  const int32_t kept_offset = first < bsz ? first_offsets(own, first, g) : 0;
   // Every entry is written: zeros, then each request's odd entries. The output
   // is a fresh tensor, so it may be zeroed before the batch is validated (the
   // agreement's barrier orders it before the writes below).
   zero(scope, t.out, 2 * t.num_tokens);
   Verdict mine{kNone, 0};
-  if (!group_checks_mask(t, kept, first, kept_offset, g)) mine.bad = verdict_of(first);
+  if (!group_checks_mask(own, kept, first, kept_offset, g)) mine.bad = verdict_of(first);
   for (int64_t i = first + groups; i - behind < bsz; i += groups) {
     const bool mine_too = i < bsz;
     const MaskPlan p = mine_too ? plan_mask(t, i) : kNoRequest;
@@ -438,7 +504,7 @@ __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t,
   auto check = [&](int64_t i) { return check_mask(t, plan_mask(t, i), i); };
   const Verdict v = agree_on_batch(scope, kMaskOp, out, pending, mine, check);
   if (v.bad != kNone) return;
-  if (first < bsz) group_writes_mask(t, kept, first, kept_offset, g);
+  if (first < bsz) group_writes_mask(own, kept, first, kept_offset, g);
   for (int64_t i = first + groups; i < bsz; i += groups)
     group_writes_mask(t, plan_mask(t, i), i, first_offsets(t, i, g), g);
   finish(scope, out, false);
