@@ -71,27 +71,29 @@ __device__ __forceinline__ void let_next_kernel_launch() {
 #endif
 }
 
-// `base` such that base + i * cols is request i's row, that row's address
-// computed now: before the wait, while the previous kernel still runs. The
-// row is prefetched into L2 (a hint: L2 is where every SM's reads and writes
-// meet, so nothing stale can come of it), a memory access that keeps the
-// address and the kernel parameters it needs above the wait; and the address
-// is made opaque, so that the compiler keeps it in a register instead of
-// computing it again next to the load, after the wait. A request's address
-// arithmetic and the parameter reads were most of what a small batch's
-// kernel did between the wait and its first load (Nsight Compute).
+// `p`, computed now: before the wait, while the previous kernel still runs.
+// It is prefetched into L2 where it `exists` (a hint: L2 is where every SM's
+// reads and writes meet, so nothing stale can come of it), a memory access
+// that keeps the address and the kernel parameters it needs above the wait;
+// and it is made opaque, so that the compiler keeps it in a register instead
+// of computing it again next to the load, after the wait. A request's address
+// arithmetic and the parameter reads were most of what a small batch's kernel
+// did between the wait and its first load (seen in the SASS).
 template <typename T>
 __device__ __forceinline__ T* address_now(T* p, bool exists) {
   if (exists) asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
   asm("" : "+l"(p));
   return p;
 }
+// `base` such that base + i * cols is request i's row, that row computed now
+// (a row of no columns is not touched: its tensor may have no memory).
 template <typename T>
 __device__ __forceinline__ T* row_now(T* base, int64_t i, int64_t cols, bool exists) {
-  return address_now(base + i * cols, exists) - i * cols;
+  return address_now(base + i * cols, exists && cols > 0) - i * cols;
 }
 
-// The op's tensors with request i's rows computed now (row_now).
+// The op's tensors with request i's rows computed now (row_now; `exists`:
+// request i is in the batch, else nothing is touched).
 __device__ PreprocessTensors rows_now(PreprocessTensors t, int64_t i, bool exists) {
   t.draft_tokens = row_now(t.draft_tokens, i, t.draft_cols, exists);
   t.input_ids = row_now(t.input_ids, i, t.input_cols, exists);
@@ -367,12 +369,12 @@ __global__ void __launch_bounds__(kPreprocessMaxThreads, 1)
   if (first < bsz) {
     kept_tokens = read_kept_tokens(own, first);
     kept = plan_preprocess(own, a, first);
-    if (check_preprocess(own, kept, first).code != kOk) mine.bad = verdict_of(first);
+    if (preprocess_failures(own, kept) != 0) mine.bad = verdict_of(first);
     mine.any = kept.running;
   }
   for (int64_t i = first + stride; i < bsz; i += stride) {
     const PreprocessPlan p = plan_preprocess(t, a, i);
-    if (mine.bad == kNone && check_preprocess(t, p, i).code != kOk) mine.bad = verdict_of(i);
+    if (mine.bad == kNone && preprocess_failures(t, p) != 0) mine.bad = verdict_of(i);
     mine.any |= p.running;
   }
   auto check = [&](int64_t i) { return check_preprocess(t, plan_preprocess(t, a, i), i); };
@@ -435,10 +437,18 @@ __device__ int32_t first_offsets(const MaskTensors& t, int64_t i, const G& g) {
 // Whether request i (planned as `p`, `offset` its lane's first_offsets)
 // passes every check; its group's lanes share its tokens. Every lane of the
 // warp calls it, whatever its request.
-template <typename G>
+//
+// kBranchFree: test the request's check bits at once, with no branch. In one
+// block a request's checks are a single warp's chain, and a branch on each
+// check, waiting for its condition, cost about 0.1 us a call (graph probe,
+// bsz 1). In a cluster or a grid, many warps share each SM and hide those
+// waits, and computing every check cost more than it saved (0.6-0.9 us a step
+// at 1024-8192 requests), so there the checks stop at the first failing one.
+template <bool kBranchFree, typename G>
 __device__ bool group_checks_mask(const MaskTensors& t, const MaskPlan& p, int64_t i,
                                   int32_t offset, const G& g) {
-  const bool request_ok = check_mask_request(t, p, i).code == kOk;
+  const bool request_ok =
+      kBranchFree ? mask_request_failures(t, p) == 0 : check_mask_request(t, p, i).code == kOk;
   bool bad = false;
   if (request_ok && checks_tokens(p)) {
     bad = g.sub < p.n && !mask_offset_ok(offset);
@@ -474,6 +484,7 @@ __device__ void group_writes_mask(const MaskTensors& t, const MaskPlan& p, int64
 template <int kLanes, typename Scope>
 __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t, int64_t bsz,
                                                                Reporting out, Scope scope) {
+  constexpr bool kOneBlock = std::is_same<Scope, OneBlock>::value;
   scope.start();
   const Group<kLanes> g;
   const int64_t first = scope.first() / kLanes, groups = scope.stride() / kLanes;
@@ -493,13 +504,15 @@ __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t,
   // agreement's barrier orders it before the writes below).
   zero(scope, t.out, 2 * t.num_tokens);
   Verdict mine{kNone, 0};
-  if (!group_checks_mask(own, kept, first, kept_offset, g)) mine.bad = verdict_of(first);
+  if (!group_checks_mask<kOneBlock>(own, kept, first, kept_offset, g))
+    mine.bad = verdict_of(first);
   for (int64_t i = first + groups; i - behind < bsz; i += groups) {
     const bool mine_too = i < bsz;
     const MaskPlan p = mine_too ? plan_mask(t, i) : kNoRequest;
     const int32_t offset = mine_too ? first_offsets(t, i, g) : 0;
     // A group's later requests come after its failing one: the first stays.
-    if (!group_checks_mask(t, p, i, offset, g) && mine.bad == kNone) mine.bad = verdict_of(i);
+    if (!group_checks_mask<kOneBlock>(t, p, i, offset, g) && mine.bad == kNone)
+      mine.bad = verdict_of(i);
   }
   auto check = [&](int64_t i) { return check_mask(t, plan_mask(t, i), i); };
   const Verdict v = agree_on_batch(scope, kMaskOp, out, pending, mine, check);
