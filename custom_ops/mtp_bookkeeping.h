@@ -442,7 +442,7 @@ MTP_HD bool apply_plan(const PreprocessTensors& t, const PreprocessPlan& p, int6
   t.seq_lens_decoder[i] = (int32_t)p.decoder;
   t.step_idx[i] = p.step_from - p.step_minus;
   // The one rule that keeps the mask cursor aligned with the KV positions
-  // (in range: check_rollback).
+  // (in range: kRollbackRange, preprocess_failures).
   t.mask_rollback[i] = (int32_t)new_rollback(p);
   return p.running;
 }
