@@ -528,7 +528,8 @@ enum MaskRequestCheck : uint32_t {
   kDecodeEnd = 1u << 7,
 };
 
-// Where a decode request's cursor starts, 64-bit (it may be out of range).
+// Where a decode request's cursor starts: its mask cursor less the rollback
+// it consumes, 64-bit (before the checks it may be out of range).
 MTP_HD int64_t wide_cursor(const MaskPlan& p) { return (int64_t)p.cursor - p.rollback; }
 
 MTP_HD uint32_t mask_request_failures(const MaskTensors& t, const MaskPlan& p) {
@@ -593,11 +594,9 @@ MTP_HD Failure check_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
   return ok();
 }
 
-// A decode request's cursor after consuming its rollback (checked: in range).
-MTP_HD int32_t mask_cursor(const MaskPlan& p) {
-  const int32_t cursor = p.cursor - p.rollback;
-  return cursor;
-}
+// A decode request's cursor after consuming its rollback (checked: in range,
+// so the narrowing keeps its value).
+MTP_HD int32_t mask_cursor(const MaskPlan& p) { return (int32_t)wide_cursor(p); }
 
 // The odd entry of token j, per branch. check_mask has bounded every value,
 // so the int32 sums cannot wrap.
