@@ -241,7 +241,7 @@ struct WholeGrid {
   }
 };
 
-// ...or one thread-block cluster (sm_90): up to 8 blocks on neighbouring SMs
+// ...or one thread-block cluster (sm_90): up to 16 blocks on neighbouring SMs
 // that agree through each other's shared memory and the hardware cluster
 // barrier, with no global memory and no grid barrier. It is for middle
 // batches: too many for one SM's issue slots (the mask op at 64 requests was
@@ -253,7 +253,11 @@ struct WholeGrid {
 // another's shared memory, so any block may exit. A block's shared memory
 // exists only once the block runs: start() arrives at a first barrier phase
 // and agree() waits on it before the first remote write.
-constexpr int kMaxClusterBlocks = 8;  // the portable cluster size
+// A cluster of more than the portable 8 blocks (up to 16 on sm_90) needs the
+// kernel's leave (allow_big_clusters); cluster_fits asks the device whether it
+// has room for one.
+constexpr int kPortableClusterBlocks = 8;
+constexpr int kMaxClusterBlocks = 16;
 
 struct Cluster {
   __device__ void start() const {
@@ -568,6 +572,23 @@ DeviceFacts device_facts(int dev, int grid_threads) {
   return DeviceFacts{resident, has_clusters(dev)};
 }
 
+// Lets kKernel run in clusters of more than the portable size, once per
+// kernel and device (the launch, and the occupancy query, refuse them
+// otherwise).
+template <auto kKernel>
+bool allow_big_clusters(int dev) {
+  static std::atomic<int> allowed[kMaxDevices];  // 0: not asked; 1: yes; 2: no
+  int a = allowed[dev].load(std::memory_order_relaxed);
+  if (a == 0) {
+    const bool ok = cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed,
+                                         1) == cudaSuccess;
+    if (!ok) (void)cudaGetLastError();  // a refusal means: no big clusters
+    a = ok ? 1 : 2;
+    allowed[dev].store(a, std::memory_order_relaxed);
+  }
+  return a == 1;
+}
+
 // Whether a cluster of `blocks` blocks of `threads` threads of kKernel fits
 // on device `dev`, asked once per kernel, device and cluster size (for the
 // block size last asked about: the block size above 2 bits of answer, 1 fits,
@@ -577,6 +598,7 @@ bool cluster_fits(int dev, int blocks, int threads) {
   static std::atomic<uint32_t> cached[kMaxDevices][kMaxClusterBlocks + 1];
   const uint32_t c = cached[dev][blocks].load(std::memory_order_relaxed);
   if (c >> 2 == (uint32_t)threads) return (c & 3) == 1;
+  if (blocks > kPortableClusterBlocks && !allow_big_clusters<kKernel>(dev)) return false;
   cudaLaunchAttribute attr;
   attr.id = cudaLaunchAttributeClusterDimension;
   attr.val.clusterDim.x = blocks;
@@ -651,27 +673,39 @@ ClusterBounds cluster_bounds(const ClusterShape& c, int max_threads) {
 template <auto kClusterKernel>
 Launch plan_cluster(int64_t work, const ClusterShape& c, int max_threads, bool overlap_launch) {
   const Launch none{0, 0, false};
-  const ClusterBounds most = cluster_bounds(c, max_threads);
-  if (work <= c.block_max || work > most.capacity()) return none;
-  int64_t threads = ((work + most.blocks - 1) / most.blocks + 31) / 32 * 32;
-  const int64_t least = ((int64_t)c.min_threads + 31) / 32 * 32;
-  if (threads < least) threads = least;
-  if (threads > most.threads) threads = most.threads;
-  const int64_t blocks = (work + threads - 1) / threads;
-  if (blocks < 2 || blocks > most.blocks) return none;
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return none;
-  if (!has_clusters(dev) || !cluster_fits<kClusterKernel>(dev, (int)blocks, (int)threads))
-    return none;
-  return Launch{(int)blocks, (int)threads, overlap_launch, true};
+  ClusterBounds most = cluster_bounds(c, max_threads);
+  int dev = -1;
+  // A device with no room for a cluster past the portable size gets one of
+  // that size, where it holds the work.
+  for (;;) {
+    if (work <= c.block_max || work > most.capacity()) return none;
+    int64_t threads = ((work + most.blocks - 1) / most.blocks + 31) / 32 * 32;
+    const int64_t least = ((int64_t)c.min_threads + 31) / 32 * 32;
+    if (threads < least) threads = least;
+    if (threads > most.threads) threads = most.threads;
+    const int64_t blocks = (work + threads - 1) / threads;
+    if (blocks < 2 || blocks > most.blocks) return none;
+    if (dev < 0 && (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices ||
+                    !has_clusters(dev)))
+      return none;
+    if (cluster_fits<kClusterKernel>(dev, (int)blocks, (int)threads))
+      return Launch{(int)blocks, (int)threads, overlap_launch, true};
+    if (most.blocks <= kPortableClusterBlocks) return none;
+    most.blocks = kPortableClusterBlocks;
+  }
 }
 
-// Launches `kernel` with its own parameter types, as one cluster or
-// cooperatively for a grid, and as a programmatic dependent launch where the
-// device has it.
-template <typename... Params, typename... Args>
-cudaError_t launch(void (*kernel)(Params...), const Launch& l, cudaStream_t stream,
-                   Args&&... args) {
+// Launches kKernel with its own parameter types, as one cluster (past the
+// portable size, with the kernel's leave) or cooperatively for a grid, and as
+// a programmatic dependent launch where the device has it.
+template <auto kKernel, typename... Args>
+cudaError_t launch(const Launch& l, cudaStream_t stream, Args&&... args) {
+  if (l.cluster && l.blocks > kPortableClusterBlocks) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices ||
+        !allow_big_clusters<kKernel>(dev))
+      return cudaErrorInvalidConfiguration;
+  }
   cudaLaunchAttribute attrs[2];
   unsigned n = 0;
   if (l.blocks > 0 && l.cluster) {
@@ -697,7 +731,7 @@ cudaError_t launch(void (*kernel)(Params...), const Launch& l, cudaStream_t stre
   config.stream = stream;
   config.attrs = attrs;
   config.numAttrs = n;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  return cudaLaunchKernelEx(&config, kKernel, std::forward<Args>(args)...);
 }
 
 // Calls `f` with the scope launch `l` runs in (its kernels' template argument).
@@ -785,8 +819,8 @@ cudaError_t launch_preprocess(const PreprocessTensors& t, const PreprocessAttrs&
   if (bsz > kMaxBatch) return cudaErrorInvalidValue;
   const Launch l = plan_preprocess_launch(bsz, scratch, shape);
   return with_scope(l, scratch, [&](auto scope) {
-    return launch(preprocess_kernel<decltype(scope)>, l, stream, t, a, bsz, not_need_stop, out,
-                  scope);
+    return launch<preprocess_kernel<decltype(scope)>>(l, stream, t, a, bsz, not_need_stop, out,
+                                                      scope);
   });
 }
 
@@ -797,7 +831,7 @@ cudaError_t launch_mask(const MaskTensors& t, int64_t bsz, Reporting out, GridSc
     constexpr int kLanes = decltype(lanes)::value;
     const Launch l = plan_mask_launch<kLanes>(t.num_tokens, bsz, scratch, shape);
     return with_scope(l, scratch, [&](auto scope) {
-      return launch(mask_kernel<kLanes, decltype(scope)>, l, stream, t, bsz, out, scope);
+      return launch<mask_kernel<kLanes, decltype(scope)>>(l, stream, t, bsz, out, scope);
     });
   });
 }

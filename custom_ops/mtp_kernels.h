@@ -31,8 +31,10 @@ struct GridScratch {
 };
 
 // A thread-block cluster launch (sm_90): one block up to `block_max` threads
-// of work, and past it one cluster of up to `blocks` blocks (below 2: never)
-// of `min_threads` to `threads` threads each, where that holds the work.
+// of work, and past it one cluster of up to `blocks` blocks (below 2: never;
+// at most 16, and more than 8 only where the device has room for such a
+// non-portable cluster) of `min_threads` to `threads` threads each, where
+// that holds the work.
 struct ClusterShape {
   int64_t block_max;
   int blocks;
@@ -64,9 +66,12 @@ struct LaunchShape {
   // thread-block cluster, where that holds the work, instead of one block or
   // a grid. A cluster's barrier costs less than a grid's, and its blocks
   // share out one SM's queues. Measured with tests/graph_probe.cu: the mask
-  // op at 33-256 requests, preprocess at 129-1024.
-  ClusterShape mask_cluster{512, 8, 512, 128};
-  ClusterShape preprocess_cluster{128, 8, 128, 32};
+  // op at 33-512 requests, preprocess at 129-2048; 16 blocks where the device
+  // has room for them (else the grid), and no thinner blocks than
+  // `min_threads` (16 thinner blocks were slower than 8: the mask op at 64
+  // requests, preprocess at 512).
+  ClusterShape mask_cluster{512, 16, 512, 256};
+  ClusterShape preprocess_cluster{128, 16, 128, 64};
   // Programmatic dependent launch (sm_90 and later): the kernel may be
   // launched while the previous kernel on the stream still runs, and waits for
   // it to finish before its first memory access.

@@ -31,7 +31,7 @@ __global__ void __launch_bounds__(kMaskMaxThreads, 1)
 cudaError_t launch_agreement(const Launch& l, unsigned* sink, const GridScratch& scratch,
                              cudaStream_t stream) {
   return with_scope(l, scratch, [&](auto scope) {
-    return launch(agreement_kernel<decltype(scope)>, l, stream, sink, scope);
+    return launch<agreement_kernel<decltype(scope)>>(l, stream, sink, scope);
   });
 }
 

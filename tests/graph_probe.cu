@@ -476,6 +476,37 @@ int main(int argc, char** argv) {
   shaped("oneblock128", [](mtp::LaunchShape& s) { s.one_block_max = 128; });
   shaped("no-cluster", [](mtp::LaunchShape& s) { s.mask_cluster.blocks = 0; });
   shaped("cl-t256", [](mtp::LaunchShape& s) { s.mask_cluster.threads = 256; });
+  // Clusters of 8 blocks (the eighth session's shapes) and thinner blocks.
+  shaped("cl8", [](mtp::LaunchShape& s) {
+    s.mask_cluster = {512, 8, 512, 128};
+    s.preprocess_cluster = {128, 8, 128, 32};
+  });
+  shaped("pre-min32", [](mtp::LaunchShape& s) { s.preprocess_cluster.min_threads = 32; });
+  shaped("mask-min128", [](mtp::LaunchShape& s) { s.mask_cluster.min_threads = 128; });
+  // Clusters of 16 blocks (non-portable), for either op or both.
+  shaped("cl16", [](mtp::LaunchShape& s) { s.mask_cluster.blocks = 16; });
+  shaped("cl16-t1024", [](mtp::LaunchShape& s) {
+    s.mask_cluster.blocks = 16;
+    s.mask_cluster.threads = 1024;
+  });
+  shaped("pre-cl16", [](mtp::LaunchShape& s) { s.preprocess_cluster.blocks = 16; });
+  shaped("pre-cl16-t512", [](mtp::LaunchShape& s) {
+    s.preprocess_cluster.blocks = 16;
+    s.preprocess_cluster.threads = 512;
+  });
+  shaped("cl16-both", [](mtp::LaunchShape& s) {
+    s.mask_cluster.blocks = 16;
+    s.preprocess_cluster.blocks = 16;
+    s.preprocess_cluster.threads = 512;
+  });
+  {
+    Variant v{"agreement-cl16", false, false, {}};
+    v.agreement = true;
+    v.shape.mask_cluster.blocks = 16;
+    v.shape.preprocess_cluster.blocks = 16;
+    v.shape.preprocess_cluster.threads = 512;
+    variants.push_back(v);
+  }
   for (int64_t block_max : {32, 64, 128}) {
     Variant v{"pre-block" + std::to_string(block_max), false, false, {}};
     v.own_pre_shape = true;

@@ -70,9 +70,11 @@ def test_blocks_agree_on_the_first_failing_request():
     assert_unchanged(t, s)
 
 
-@pytest.mark.parametrize("bsz, bad, first", [(129, (128, 5), 5), (1024, (1000, 300, 700), 300)])
+@pytest.mark.parametrize("bsz, bad, first", [(129, (128, 5), 5), (1024, (1000, 300, 700), 300),
+                                             (2048, (2047, 1900, 1030), 1030)])
 def test_preprocess_cluster_blocks_agree_on_the_first_failing_request(bsz, bad, first):
-    """129 to 1024 requests run as one thread-block cluster (sm_90)."""
+    """129 to 2048 requests run as one thread-block cluster (sm_90; 16
+    blocks from 1024 requests, where the device has room for them)."""
     s = states.preprocess_state(np.random.default_rng(bsz), bsz, num_model_step=2)
     for i in bad:
         _break_preprocess_request(s, i, 99)
@@ -93,10 +95,12 @@ def test_mask_blocks_agree_on_the_first_failing_request():
 
 
 @pytest.mark.parametrize("bsz, bad, first", [(33, (32, 20), 20), (64, (63, 40, 9), 9),
-                                             (128, (127, 70), 70), (256, (255, 200), 200)])
+                                             (128, (127, 70), 70), (256, (255, 200), 200),
+                                             (512, (511, 480, 260), 260)])
 def test_mask_cluster_blocks_agree_on_the_first_failing_request(bsz, bad, first):
-    """33 to 256 requests run as one thread-block cluster (sm_90): failures in
-    several of its blocks, the earliest is reported and nothing is written."""
+    """33 to 512 requests run as one thread-block cluster (sm_90; up to 16
+    blocks where the device has room for them): failures in several of its
+    blocks, the earliest is reported and nothing is written."""
     s = states.mask_state(np.random.default_rng(bsz), bsz)
     for i in bad:
         _break_mask_request(s, i)
@@ -137,7 +141,7 @@ def test_a_captured_cluster_mask_failure_changes_nothing_and_surfaces_later():
 
 def test_a_cluster_size_first_seen_inside_a_capture():
     """A runner captures one graph per batch size without a warm-up at each:
-    a cluster shape first met inside the capture (40 requests: 8 blocks of 160
+    a cluster shape first met inside the capture (40 requests: 5 blocks of 256
     threads, after 64 requests' 8 blocks of 256) still captures and replays
     like the reference."""
     import os
