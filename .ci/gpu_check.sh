@@ -75,11 +75,11 @@ step "racecheck over fuzz" "HAZARD|RACECHECK SUMMARY|gpu_fuzz" \
   compute-sanitizer --tool racecheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 4096
 step "synccheck over fuzz" "ERROR SUMMARY|gpu_fuzz" \
   compute-sanitizer --tool synccheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 8192
-# Up to 256 requests: mostly the mask op's one-block and cluster launches.
-step "racecheck over fuzz, bsz <= 256" "HAZARD|RACECHECK SUMMARY|gpu_fuzz" \
-  compute-sanitizer --tool racecheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 256
-step "synccheck over fuzz, bsz <= 256" "ERROR SUMMARY|gpu_fuzz" \
-  compute-sanitizer --tool synccheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 256
+# Up to 512 requests: mostly the one-block and cluster launches (up to 16 blocks).
+step "racecheck over fuzz, bsz <= 512" "HAZARD|RACECHECK SUMMARY|gpu_fuzz" \
+  compute-sanitizer --tool racecheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 512
+step "synccheck over fuzz, bsz <= 512" "ERROR SUMMARY|gpu_fuzz" \
+  compute-sanitizer --tool synccheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 512
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   benches=("bench --device gpu" "bench-gpu --rounds ${BENCH_ROUNDS:-7}")
   [ "${SKIP_NUMPY_BENCH:-0}" = 1 ] && benches=("bench-gpu --rounds ${BENCH_ROUNDS:-7}")

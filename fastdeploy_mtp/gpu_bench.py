@@ -24,6 +24,7 @@ The baseline's result is compared with the numpy reference at every size.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import statistics
 import time
@@ -41,10 +42,13 @@ def bench_library():
 
     d = _build.SOURCE_DIR / "bench"
     flags = _build.compile_flags(True)
-    out = _build.cache_root() / ("bench-" + _build.source_hash(True))
+    bench_hash = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes()
+                                         for p in sorted(d.glob("*")))).hexdigest()[:16]
+    out = _build.cache_root() / ("bench-" + _build.source_hash(True) + "-" + bench_hash)
     out.mkdir(parents=True, exist_ok=True)
     return load(name="fastdeploy_mtp_bench_ops",
-                sources=[str(d / "bench_ops.cc"), str(d / "bench_kernels.cu")],
+                sources=[str(d / "bench_ops.cc"), str(d / "bench_kernels.cu"),
+                         str(d / "agreement_floor.cu")],
                 extra_cxx_cflags=flags["cxx"], extra_cuda_cflags=flags["nvcc"],
                 extra_ldflags=_build.link_flags(True),
                 build_directory=str(out), verbose=False)
@@ -96,8 +100,10 @@ def _check_floor_signatures() -> None:
     from .signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
 
     pairs = [(DRAFT_MODEL_PREPROCESS, n) for n in
-             ("bench_floor_preprocess", "bench_empty_preprocess", "bench_baseline_preprocess")]
-    pairs += [(UPDATE_ATTN_MASK_OFFSETS, n) for n in ("bench_floor_mask", "bench_empty_mask")]
+             ("bench_floor_preprocess", "bench_empty_preprocess", "bench_baseline_preprocess",
+              "bench_agreement_preprocess")]
+    pairs += [(UPDATE_ATTN_MASK_OFFSETS, n) for n in
+              ("bench_floor_mask", "bench_empty_mask", "bench_agreement_mask")]
     problems = [f"{name}: {d}" for sig, name in pairs
                 for d in differences(sig, read_registered(name))]
     if problems:
@@ -201,12 +207,15 @@ def _replay_us(graph, steps_in_graph: int, replays: int) -> float:
 def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50, rounds: int = 5,
                 print_fn=print) -> None:
     """One captured step (preprocess with not_need_stop on the GPU, then
-    MASK_CALLS mask calls) against a captured graph of as many empty kernels."""
+    MASK_CALLS mask calls) against a captured graph of as many empty kernels,
+    and against the same launches with kernels that only agree (the floor the
+    launch shapes put under the step, before any request is read)."""
     import paddle
     from paddle.device.cuda import graphs
 
     place = paddle.CUDAPlace(0)
     lib = bench_library()
+    _check_floor_signatures()
     attrs = dict(num_model_step=K, truncate_first_token=False, splitwise_prefill=False,
                  kvcache_scheduler_v1=True)
     rng = np.random.default_rng(1)
@@ -215,8 +224,9 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
     print_fn(f"captured step (CUDA graph replay): draft_model_preprocess + {MASK_CALLS} x "
              f"update_attn_mask_offsets, per step (us); {steps_in_graph} steps a graph, medians of "
              f"{rounds} rounds of {replays} replays")
-    print_fn("| bsz | replayed step | graph of empty kernels | ratio |")
-    print_fn("|---:|---:|---:|---:|")
+    print_fn("| bsz | replayed step | graph of empty kernels | ratio | launches agreeing only "
+             "| step / agreeing only |")
+    print_fn("|---:|---:|---:|---:|---:|---:|")
     for bsz in bsz_list:
         s = states.repeatable_preprocess_state(rng, bsz, num_model_step=K)
         m = states.mask_state(rng, bsz)
@@ -225,7 +235,10 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
         with _Env({"FASTDEPLOY_MTP_ASYNC_MASK": "1"}):
             ops.update_attn_mask_offsets(**mask)
         ops.raise_pending_errors(probe)
-        ours, empty = graphs.CUDAGraph(), graphs.CUDAGraph()
+        agreeing = lambda: (lib.bench_agreement_preprocess(*pre.values(), *attrs.values()),  # noqa: E731
+                            [lib.bench_agreement_mask(*mask.values()) for _ in range(MASK_CALLS)])
+        agreeing()  # warm-up: the agreement launches' scratch
+        ours, empty, floor = graphs.CUDAGraph(), graphs.CUDAGraph(), graphs.CUDAGraph()
         ours.capture_begin()
         for _ in range(steps_in_graph):
             ops.draft_model_preprocess(**pre, **attrs)
@@ -236,15 +249,19 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
         for _ in range(steps_in_graph * (1 + MASK_CALLS)):
             lib.bench_empty(probe)
         empty.capture_end()
-        times = {"ours": [], "empty": []}
+        floor.capture_begin()
+        for _ in range(steps_in_graph):
+            agreeing()
+        floor.capture_end()
+        times = {"ours": [], "empty": [], "floor": []}
         for _ in range(rounds):
-            times["ours"].append(_replay_us(ours, steps_in_graph, replays))
-            times["empty"].append(_replay_us(empty, steps_in_graph, replays))
+            for name, g in (("ours", ours), ("empty", empty), ("floor", floor)):
+                times[name].append(_replay_us(g, steps_in_graph, replays))
         ops.raise_pending_errors(probe)  # every replayed call was valid
-        o, e = statistics.median(times["ours"]), statistics.median(times["empty"])
-        print_fn(f"| {bsz} | {o:.1f} | {e:.1f} | {o / e:.2f} |")
-        ours.reset()
-        empty.reset()
+        o, e, f = (statistics.median(times[k]) for k in ("ours", "empty", "floor"))
+        print_fn(f"| {bsz} | {o:.1f} | {e:.1f} | {o / e:.2f} | {f:.1f} | {o / f:.2f} |")
+        for g in (ours, empty, floor):
+            g.reset()
 
 
 def main(args) -> int:

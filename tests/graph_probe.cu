@@ -6,8 +6,8 @@
 // as many empty kernels, for the launchers of custom_ops/mtp_kernels.cu under
 // several LaunchShapes, each op alone (the other's kernels replaced by empty
 // ones), the ops' launches with kernels that only agree ("agreement",
-// tests/agreement_floor.cu: what the launch shapes cost before any request is
-// read), and, built with -DPROBE_BASELINE, another revision's kernels (the
+// custom_ops/bench/agreement_floor.cu: what the launch shapes cost before any
+// request is read), and, built with -DPROBE_BASELINE, another revision's kernels (the
 // "baseline"). Before timing, it checks that every variant and the baseline
 // leave every tensor byte-identical after the same steps, eager and replayed.
 //
@@ -29,14 +29,7 @@
 
 #include "mtp_kernels.h"
 
-// tests/agreement_floor.cu: the ops' launches with kernels that only agree.
-namespace mtp {
-cudaError_t launch_preprocess_agreement(int64_t bsz, unsigned* sink, GridScratch scratch,
-                                        cudaStream_t stream, const LaunchShape& shape);
-cudaError_t launch_mask_agreement(int64_t num_tokens, int64_t bsz, unsigned* sink,
-                                  GridScratch scratch, cudaStream_t stream,
-                                  const LaunchShape& shape);
-}  // namespace mtp
+#include "bench/agreement_floor.h"
 
 #ifdef PROBE_BASELINE
 #define mtp mtp_old
@@ -204,7 +197,7 @@ struct Variant {
   bool empty = false;
   mtp::LaunchShape shape;
   bool pre = true, mask = true;  // false: an empty kernel in its place
-  bool agreement = false;        // both ops' launches, agreeing only (agreement_floor.cu)
+  bool agreement = false;        // both ops' launches, agreeing only (bench/agreement_floor.cu)
   bool empty_overlap = false;    // the empty kernels as programmatic dependent launches
   bool own_pre_shape = false;    // draft_model_preprocess launched with pre_shape
   mtp::LaunchShape pre_shape;

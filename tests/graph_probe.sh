@@ -20,7 +20,7 @@ f=(-std=c++17 -O3 -gencode arch=compute_90,code=sm_90)
 # The baseline's names move to namespace mtp_old, so both revisions link together.
 nvcc "${f[@]}" -Dmtp=mtp_old -I"$out/old" -c "$out/old/mtp_kernels.cu" -o "$out/old_kernels.o"
 # agreement_floor.cu includes custom_ops/mtp_kernels.cu: the kernels, and their launches agreeing only.
-nvcc "${f[@]}" -Icustom_ops -c tests/agreement_floor.cu -o "$out/new_kernels.o"
+nvcc "${f[@]}" -Icustom_ops -c custom_ops/bench/agreement_floor.cu -o "$out/new_kernels.o"
 nvcc "${f[@]}" -Icustom_ops -I"$out" -DPROBE_BASELINE -c tests/graph_probe.cu -o "$out/graph_probe.o"
 nvcc "${f[@]}" "$out/graph_probe.o" "$out/new_kernels.o" "$out/old_kernels.o" -o "$out/probe"
 echo "built $out/probe (baseline: $rev)"

@@ -1,10 +1,12 @@
-// Benchmark-only ops (GPU builds): the floor, the empty launch, and a
-// FastDeploy-shaped baseline of draft_model_preprocess.
+// Benchmark-only ops (GPU builds): the floor, the empty launch, a
+// FastDeploy-shaped baseline of draft_model_preprocess, and a captured step's
+// launches agreeing only.
 #include "../gpu_record.h"
 #include "../mask_output.h"
 #include "../raise.h"
 #include "../op_signatures.h"
 #include "../tensor_views.h"
+#include "agreement_floor.h"
 #include "bench_kernels.h"
 
 namespace {
@@ -71,7 +73,8 @@ PD_BUILD_OP(bench_empty)
     .SetKernelFn(PD_KERNEL(BenchEmpty));
 
 #define PREPROCESS_PARAMS                                                                     \
-  paddle::Tensor &draft_tokens, paddle::Tensor &, paddle::Tensor &, paddle::Tensor &,           \
+  paddle::Tensor &draft_tokens, paddle::Tensor &, paddle::Tensor &,                             \
+      paddle::Tensor &seq_lens_this_time,                                                       \
       paddle::Tensor &, paddle::Tensor &, paddle::Tensor &, paddle::Tensor &, paddle::Tensor &, \
       paddle::Tensor &, paddle::Tensor &, paddle::Tensor &, const paddle::Tensor &,             \
       const paddle::Tensor &, const paddle::Tensor &, const paddle::Tensor &,                   \
@@ -99,6 +102,44 @@ std::vector<paddle::Tensor> BenchFloorMask(MASK_PARAMS) {
 std::vector<paddle::Tensor> BenchEmptyMask(MASK_PARAMS) {
   paddle::Tensor out = fresh_output(ids);
   BenchEmpty(const_cast<paddle::Tensor&>(lens));
+  return {out};
+}
+
+// Each op's launch as the op would make it for these tensors, with a kernel
+// that only agrees (agreement_floor.h): the floor the launch shapes put under
+// a captured step. Their grid scratch, and the word the leaders write their
+// verdict to, are one set for the process (the benchmark runs on one stream
+// of one device), made by the first call, which must come before any capture.
+static mtp::GridScratch agreement_scratch(unsigned** sink) {
+  static mtp::GridScratch scratch{nullptr, nullptr};
+  static unsigned* word = nullptr;
+  if (scratch.slots == nullptr) {
+    const char* op = "bench_agreement";
+    mtp::cuda_check(cudaMalloc(&scratch.slots, mtp::kGridSlots * sizeof *scratch.slots), op,
+                    "cudaMalloc");
+    mtp::cuda_check(cudaMalloc(&scratch.finished, 2 * sizeof *scratch.finished), op,
+                    "cudaMalloc");
+    mtp::cuda_check(cudaMemset(scratch.finished, 0, 2 * sizeof *scratch.finished), op,
+                    "cudaMemset");
+    word = scratch.finished + 1;
+  }
+  *sink = word;
+  return scratch;
+}
+void BenchAgreementPreprocess(PREPROCESS_PARAMS) {
+  unsigned* sink = nullptr;
+  const mtp::GridScratch scratch = agreement_scratch(&sink);
+  mtp::cuda_check(mtp::launch_preprocess_agreement(seq_lens_this_time.shape()[0], sink, scratch,
+                                                   draft_tokens.stream()),
+                  "bench_agreement_preprocess", "launch");
+}
+std::vector<paddle::Tensor> BenchAgreementMask(MASK_PARAMS) {
+  paddle::Tensor out = fresh_output(ids);
+  unsigned* sink = nullptr;
+  const mtp::GridScratch scratch = agreement_scratch(&sink);
+  mtp::cuda_check(mtp::launch_mask_agreement(ids.shape()[0], lens.shape()[0], sink, scratch,
+                                             ids.stream()),
+                  "bench_agreement_mask", "launch");
   return {out};
 }
 
@@ -140,3 +181,14 @@ PD_BUILD_OP(bench_empty_mask)
     .Outputs(MASK_OUTPUTS)
     .SetInplaceMap(MASK_INPLACE)
     .SetKernelFn(PD_KERNEL(BenchEmptyMask));
+PD_BUILD_OP(bench_agreement_preprocess)
+    .Inputs(PREPROCESS_INPUTS)
+    .Outputs(PREPROCESS_OUTPUTS)
+    .Attrs(PREPROCESS_ATTRS)
+    .SetInplaceMap(PREPROCESS_INPLACE)
+    .SetKernelFn(PD_KERNEL(BenchAgreementPreprocess));
+PD_BUILD_OP(bench_agreement_mask)
+    .Inputs(MASK_INPUTS)
+    .Outputs(MASK_OUTPUTS)
+    .SetInplaceMap(MASK_INPLACE)
+    .SetKernelFn(PD_KERNEL(BenchAgreementMask));

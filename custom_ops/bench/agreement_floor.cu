@@ -1,5 +1,5 @@
-// The agreement floor of a captured step, for the graph probe (a dev tool,
-// not a test; CI only compiles it).
+// The agreement floor of a captured step, for bench-gpu's graph table and
+// the graph probe (not the product).
 //
 // Each op is launched exactly as its launcher would launch it: the same plan
 // (one block, a cluster or a cooperative grid; blocks, threads, lanes), the
@@ -10,8 +10,11 @@
 // requests' work. The probe's "agreement" variant.
 //
 // This file includes the kernels' source, so that it plans with the
-// launchers' own functions; it replaces mtp_kernels.cu in the probe's link.
-#include "mtp_kernels.cu"
+// launchers' own functions; it replaces mtp_kernels.cu in the probe's link,
+// and the bench library holds it beside no other copy of the kernels.
+#include "agreement_floor.h"
+
+#include "../mtp_kernels.cu"
 
 namespace mtp {
 namespace {
@@ -37,13 +40,11 @@ cudaError_t launch_agreement(const Launch& l, unsigned* sink, const GridScratch&
 
 }  // namespace
 
-// As launch_preprocess would launch for `bsz` requests.
 cudaError_t launch_preprocess_agreement(int64_t bsz, unsigned* sink, GridScratch scratch,
                                         cudaStream_t stream, const LaunchShape& shape) {
   return launch_agreement(plan_preprocess_launch(bsz, scratch, shape), sink, scratch, stream);
 }
 
-// As launch_mask would launch for `bsz` requests of `num_tokens` tokens.
 cudaError_t launch_mask_agreement(int64_t num_tokens, int64_t bsz, unsigned* sink,
                                   GridScratch scratch, cudaStream_t stream,
                                   const LaunchShape& shape) {

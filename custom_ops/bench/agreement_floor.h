@@ -1,0 +1,23 @@
+// The ops' launches with kernels that only agree (agreement_floor.cu): what
+// the launch shapes alone cost a captured step, before any request is read.
+// For the graph table of bench-gpu and the graph probe (not the product).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "../mtp_kernels.h"
+
+namespace mtp {
+
+// As launch_preprocess would launch for `bsz` requests. The leader writes the
+// verdict to `sink` (device memory).
+cudaError_t launch_preprocess_agreement(int64_t bsz, unsigned* sink, GridScratch scratch,
+                                        cudaStream_t stream,
+                                        const LaunchShape& shape = LaunchShape{});
+
+// As launch_mask would launch for `bsz` requests of `num_tokens` tokens.
+cudaError_t launch_mask_agreement(int64_t num_tokens, int64_t bsz, unsigned* sink,
+                                  GridScratch scratch, cudaStream_t stream,
+                                  const LaunchShape& shape = LaunchShape{});
+
+}  // namespace mtp
