@@ -776,9 +776,10 @@ Launch plan_mask_launch(int64_t num_tokens, int64_t bsz, const GridScratch& scra
 // on a device with clusters, one block only up to shape.mask_cluster.block_max
 // threads, then the most lanes (32, 16) that keep it in one cluster (8 lanes
 // in a cluster was slower than the grid at 512 requests); past
-// that, a warp a request up to shape.mask_wide_max requests, and 8 lanes
-// beyond, once a warp a request would queue more instructions than the SMs
-// issue in time. Measured with tests/graph_probe.cu (docs/performance.md).
+// that, a warp a request up to shape.mask_wide_max requests, half a warp up
+// to shape.mask_half_max, and 8 lanes beyond: more lanes a request queue
+// more instructions than the SMs issue in time, fewer make a long prompt
+// take more turns. Measured with tests/graph_probe.cu (docs/performance.md).
 int auto_mask_lanes(int64_t bsz, const LaunchShape& shape) {
   int dev = 0;
   const ClusterShape& c = shape.mask_cluster;
@@ -794,6 +795,7 @@ int auto_mask_lanes(int64_t bsz, const LaunchShape& shape) {
       if (bsz * lanes <= capacity) return lanes;
   }
   if (bsz <= shape.mask_wide_max) return 32;
+  if (bsz <= shape.mask_half_max) return 16;
   return 8;
 }
 

@@ -55,11 +55,12 @@ struct LaunchShape {
   int preprocess_grid_threads = 128;
   // update_attn_mask_offsets: the lanes that share a request's tokens (32,
   // 16, 8, 4 or 2; a warp serves 32 / mask_lanes requests), 0 for a warp a
-  // request up to mask_wide_max requests and 8 lanes past it; and the warps
-  // of a launch at most (past them, a group of lanes takes several requests
-  // in turn).
+  // request up to mask_wide_max requests, half a warp up to mask_half_max and
+  // 8 lanes past it; and the warps of a launch at most (past them, a group of
+  // lanes takes several requests in turn).
   int mask_lanes = 0;
-  int64_t mask_wide_max = 2048;
+  int64_t mask_wide_max = 1024;
+  int64_t mask_half_max = 2048;
   int mask_max_warps = 2048;
   // On sm_90, each op's one block stops at `cluster.block_max` threads of
   // work (before one_block_max or preprocess_one_block_max); past it, one

@@ -8,7 +8,7 @@ per-request check passes (the bad-input tests break them on purpose).
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Optional
 
 import numpy as np
 
@@ -146,10 +146,15 @@ def mask_state(
     extra_rows: int = 0,
     padding_tokens: int = 0,
     column_vectors: bool = False,
+    mask_cols: Optional[int] = None,
 ) -> State:
-    """A valid input of update_attn_mask_offsets for `bsz` requests."""
+    """A valid input of update_attn_mask_offsets for `bsz` requests (`mask_cols`:
+    the columns of attn_mask_offsets_full, which bound a prompt's tokens;
+    random in [4, 48) unless given)."""
     N = bsz + extra_rows
     M = int(rng.integers(4, 48))   # attn_mask_offsets_full columns (max_model_len)
+    if mask_cols is not None:
+        M = mask_cols
     Ds = int(rng.integers(1, 8))   # decode_states columns
     i32 = np.int32
     enc = np.zeros(N, i32)

@@ -446,6 +446,10 @@ int main(int argc, char** argv) {
   };
   shaped("no-overlap", [](mtp::LaunchShape& s) { s.overlap_launch = false; });
   shaped("mw1024", [](mtp::LaunchShape& s) { s.mask_max_warps = 1024; });
+  shaped("mw512", [](mtp::LaunchShape& s) { s.mask_max_warps = 512; });
+  shaped("mw256", [](mtp::LaunchShape& s) { s.mask_max_warps = 256; });
+  shaped("grid512", [](mtp::LaunchShape& s) { s.grid_threads = 512; });
+  shaped("grid1024", [](mtp::LaunchShape& s) { s.grid_threads = 1024; });
   shaped("lanes32", [](mtp::LaunchShape& s) { s.mask_lanes = 32; });
   shaped("lanes16", [](mtp::LaunchShape& s) { s.mask_lanes = 16; });
   shaped("lanes8", [](mtp::LaunchShape& s) { s.mask_lanes = 8; });
@@ -453,6 +457,9 @@ int main(int argc, char** argv) {
   shaped("lanes2", [](mtp::LaunchShape& s) { s.mask_lanes = 2; });
   shaped("wide1024", [](mtp::LaunchShape& s) { s.mask_wide_max = 1024; });
   shaped("wide4096", [](mtp::LaunchShape& s) { s.mask_wide_max = 4096; });
+  shaped("wide2048", [](mtp::LaunchShape& s) { s.mask_wide_max = 2048; });
+  shaped("half1024", [](mtp::LaunchShape& s) { s.mask_half_max = 1024; });
+  shaped("half4096", [](mtp::LaunchShape& s) { s.mask_half_max = 4096; });
   for (int threads : {64, 256, 512}) {
     Variant v{"pre-grid" + std::to_string(threads), false, false, {}};
     v.own_pre_shape = true;

@@ -40,13 +40,16 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("dir")
     p.add_argument("--bsz", type=int, nargs="+", default=list(GRAPH_BSZ))
+    p.add_argument("--mask-cols", type=int, default=None,
+                   help="attn_mask_offsets_full's columns (a prompt's most tokens); default random")
     args = p.parse_args()
     os.makedirs(args.dir, exist_ok=True)
     rng = np.random.default_rng(1)  # the graph table's draws, in its order
     for bsz in args.bsz:
         write(os.path.join(args.dir, f"b{bsz}_pre"),
               states.repeatable_preprocess_state(rng, bsz, num_model_step=K))
-        write(os.path.join(args.dir, f"b{bsz}_mask"), states.mask_state(rng, bsz))
+        write(os.path.join(args.dir, f"b{bsz}_mask"),
+              states.mask_state(rng, bsz, mask_cols=args.mask_cols))
     print(f"wrote states for bsz {args.bsz} to {args.dir}")
     return 0
 
