@@ -162,6 +162,10 @@ MUTATIONS = [
     Mutation("GPU cluster block keeps its own verdict", CU,
              "return warp_agree(lane < blocks ? verdict_in(slots[lane]) : Verdict{kNone, 0});",
              "return v;", device="gpu"),
+    Mutation("GPU cluster agreement reads the portable 8 slots only", CU,
+             "return warp_agree(lane < blocks ? verdict_in(slots[lane]) : Verdict{kNone, 0});",
+             "return warp_agree(lane < blocks && lane < kPortableClusterBlocks ? "
+             "verdict_in(slots[lane]) : Verdict{kNone, 0});", device="gpu"),
     # -- the numpy reference -------------------------------------------------------
     Mutation("reference rollback sign", REF, "rollback[i] += S_old - int(dec[i])",
              "rollback[i] += int(dec[i]) - S_old"),
