@@ -169,6 +169,25 @@ def test_a_cluster_size_first_seen_inside_a_capture():
     g.reset()
 
 
+@pytest.mark.parametrize("bsz, seed", [(1, 50), (64, 41), (4096, 41)])
+def test_the_mask_kernel_waits_for_the_kernel_before_it(bsz, seed):
+    """The kernel before it on the stream lets it launch early (a programmatic
+    dependent launch) and writes its cursor 10 ms later: the op (one block, a
+    cluster, a grid) must compute from what that kernel wrote."""
+    from fastdeploy_mtp.gpu_bench import bench_library
+
+    lib = bench_library()
+    m = states.mask_state(np.random.default_rng(seed), bsz)
+    t = to_tensors(m, "gpu")
+    ops.update_attn_mask_offsets(**to_tensors(m, "gpu"))  # warm-up: the stream's grid scratch
+    lib.bench_late_bump(t["attn_mask_offsets_decoder"])
+    out = ops.update_attn_mask_offsets(**t)
+    m["attn_mask_offsets_decoder"] += 1
+    want_out, want = run_mask_ref(m)
+    np.testing.assert_array_equal(out.numpy(), want_out)
+    assert_states_equal(to_numpy(t), want)
+
+
 def test_asynchronous_error_of_a_big_batch_waits_for_the_next_call():
     bad = states.preprocess_state(np.random.default_rng(13), 4096, num_model_step=3)
     _break_preprocess_request(bad, 4000, -1)

@@ -14,7 +14,25 @@ __global__ void baseline_preprocess_kernel(mtp::PreprocessTensors t, mtp::Prepro
   if (threadIdx.x == 0) *not_need_stop = running != 0;
 }
 
+// Lets the next kernel on the stream launch at once (a programmatic
+// dependent launch may then start), spins for `cycles` clock cycles, and only
+// then adds 1 to each of x[0, n).
+__global__ void late_bump_kernel(int32_t* x, int64_t n, long long cycles) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+  for (int64_t k = threadIdx.x; k < n; k += blockDim.x) x[k] += 1;
+}
+
 }  // namespace
+
+cudaError_t launch_late_bump(int32_t* x, int64_t n, cudaStream_t stream) {
+  late_bump_kernel<<<1, 256, 0, stream>>>(x, n, 20000000LL);  // ~10 ms at 2 GHz
+  return cudaGetLastError();
+}
 
 cudaError_t launch_empty(cudaStream_t stream) {
   empty_kernel<<<1, 1, 0, stream>>>();

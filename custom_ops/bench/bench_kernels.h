@@ -7,6 +7,12 @@
 
 namespace mtp_bench {
 
+// Adds 1 to each of x[0, n) about 10 ms after it starts, having let the next
+// kernel on the stream launch at once: a writer late on purpose, so that a
+// kernel launched after it that read x without waiting for it (programmatic
+// dependent launch) would see the old values. For the GPU tests.
+cudaError_t launch_late_bump(int32_t* x, int64_t n, cudaStream_t stream);
+
 // One empty kernel: the least any op that launches can cost.
 cudaError_t launch_empty(cudaStream_t stream);
 

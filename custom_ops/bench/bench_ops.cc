@@ -1,6 +1,6 @@
 // Benchmark-only ops (GPU builds): the floor, the empty launch, a
-// FastDeploy-shaped baseline of draft_model_preprocess, and a captured step's
-// launches agreeing only.
+// FastDeploy-shaped baseline of draft_model_preprocess, a captured step's
+// launches agreeing only, and a late writer for the GPU tests.
 #include "../gpu_record.h"
 #include "../mask_output.h"
 #include "../raise.h"
@@ -60,6 +60,12 @@ void BenchBaselinePreprocess(
   *not_need_stop.data<bool>() = back.data<bool>()[0];
 }
 
+// Adds 1 to every element of the int32 tensor x, late (launch_late_bump).
+void BenchLateBump(paddle::Tensor& x) {
+  mtp::cuda_check(mtp_bench::launch_late_bump(x.data<int32_t>(), x.numel(), x.stream()),
+                  "bench_late_bump", "launch");
+}
+
 // One-tensor ops: raise_pending_errors' signature (x, written in place).
 PD_BUILD_OP(bench_floor)
     .Inputs({MTP_RAISE_PENDING_ERRORS_INPUTS})
@@ -71,6 +77,11 @@ PD_BUILD_OP(bench_empty)
     .Outputs({MTP_RAISE_PENDING_ERRORS_OUTPUTS})
     .SetInplaceMap({MTP_RAISE_PENDING_ERRORS_INPLACE})
     .SetKernelFn(PD_KERNEL(BenchEmpty));
+PD_BUILD_OP(bench_late_bump)
+    .Inputs({MTP_RAISE_PENDING_ERRORS_INPUTS})
+    .Outputs({MTP_RAISE_PENDING_ERRORS_OUTPUTS})
+    .SetInplaceMap({MTP_RAISE_PENDING_ERRORS_INPLACE})
+    .SetKernelFn(PD_KERNEL(BenchLateBump));
 
 #define PREPROCESS_PARAMS                                                                     \
   paddle::Tensor &draft_tokens, paddle::Tensor &, paddle::Tensor &,                             \
