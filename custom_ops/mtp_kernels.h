@@ -68,9 +68,9 @@ struct LaunchShape {
   // a grid. A cluster's barrier costs less than a grid's, and its blocks
   // share out one SM's queues. Measured with tests/graph_probe.cu: the mask
   // op at 33-512 requests, preprocess at 129-2048; 16 blocks where the device
-  // has room for them (else the grid), and no thinner blocks than
-  // `min_threads` (16 thinner blocks were slower than 8: the mask op at 64
-  // requests, preprocess at 512).
+  // has room for them (else 8 where they hold the work, else the grid), and
+  // no thinner blocks than `min_threads` (16 thinner blocks were slower than
+  // 8: the mask op at 64 requests, preprocess at 512).
   ClusterShape mask_cluster{512, 16, 512, 256};
   ClusterShape preprocess_cluster{128, 16, 128, 64};
   // Programmatic dependent launch (sm_90 and later): the kernel may be
