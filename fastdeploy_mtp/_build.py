@@ -89,12 +89,13 @@ def cuda_include_dirs() -> List[str]:
     return [str(d) for d in (Path(home) / "include", Path(home) / "include" / "cccl") if d.is_dir()]
 
 
-def source_hash(cuda: bool) -> str:
-    """Changes whenever a source, a header, the flags or the Paddle version does."""
+def source_hash(cuda: bool, *also: Path) -> str:
+    """Changes whenever a source, a header, the flags or the Paddle version does
+    (the sources of custom_ops/, and of the folders `also` names)."""
     import paddle
 
     h = hashlib.sha256()
-    for p in sorted(SOURCE_DIR.glob("*")):
+    for p in sorted(f for d in (SOURCE_DIR, *also) for f in d.glob("*")):
         if p.suffix in (".h", ".cc", ".cu"):
             h.update(p.name.encode())
             h.update(p.read_bytes())

@@ -24,7 +24,6 @@ The baseline's result is compared with the numpy reference at every size.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import statistics
 import time
@@ -42,9 +41,7 @@ def bench_library():
 
     d = _build.SOURCE_DIR / "bench"
     flags = _build.compile_flags(True)
-    bench_hash = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes()
-                                         for p in sorted(d.glob("*")))).hexdigest()[:16]
-    out = _build.cache_root() / ("bench-" + _build.source_hash(True) + "-" + bench_hash)
+    out = _build.cache_root() / ("bench-" + _build.source_hash(True, d))
     out.mkdir(parents=True, exist_ok=True)
     return load(name="fastdeploy_mtp_bench_ops",
                 sources=[str(d / "bench_ops.cc"), str(d / "bench_kernels.cu"),
