@@ -438,9 +438,31 @@ __device__ int32_t first_offsets(const MaskTensors& t, int64_t i, const G& g) {
   return g.sub < t.mask_full_cols ? t.mask_full[i * t.mask_full_cols + g.sub] : 0;
 }
 
+// A prompt of more than kShareTokens tokens is not walked by its group
+// alone: every thread of its block checks and writes a share of its tokens
+// (SharedPrompts). A real engine's prompts run to thousands of tokens (chunked
+// prefill: attn_mask_offsets_full has max_model_len columns), and a warp that
+// walked one 32 tokens a turn, a load a turn, made a step of 16 requests with
+// prompts of up to 4096 tokens cost 70 us (graph probe). Only the kernels of
+// launches whose prompts may be that long (shares_prompts) have the block's
+// barrier: the others are the kernels of before, instruction for instruction.
+constexpr int32_t kShareTokens = 64;
+bool shares_prompts(const MaskTensors& t) {
+  return t.mask_full_cols > kShareTokens && t.num_tokens > kShareTokens;
+}
+
+// What the checks of one request (one group) found: whether it passes, and
+// whether its tokens are left to the block (they are checked there).
+struct GroupCheck {
+  bool ok;
+  bool shared;
+};
+
 // Whether request i (planned as `p`, `offset` its lane's first_offsets)
-// passes every check; its group's lanes share its tokens. Every lane of the
-// warp calls it, whatever its request.
+// passes every check; its group's lanes share its tokens, or, where
+// `sharing` and the request is a long prompt that passes its request checks,
+// the tokens are left to the whole block (GroupCheck::shared). Every lane of
+// the warp calls it, whatever its request.
 //
 // kBranchFree: test the request's check bits at once, with no branch. In one
 // block a request's checks are a single warp's chain, and a branch on each
@@ -449,12 +471,13 @@ __device__ int32_t first_offsets(const MaskTensors& t, int64_t i, const G& g) {
 // waits, and computing every check cost more than it saved (0.6-0.9 us a step
 // at 1024-8192 requests), so there the checks stop at the first failing one.
 template <bool kBranchFree, typename G>
-__device__ bool group_checks_mask(const MaskTensors& t, const MaskPlan& p, int64_t i,
-                                  int32_t offset, const G& g) {
+__device__ GroupCheck group_checks_mask(const MaskTensors& t, const MaskPlan& p, int64_t i,
+                                        int32_t offset, const G& g, bool sharing) {
   const bool request_ok =
       kBranchFree ? mask_request_failures(t, p) == 0 : check_mask_request(t, p, i).code == kOk;
+  const bool shared = sharing && request_ok && checks_tokens(p) && p.n > kShareTokens;
   bool bad = false;
-  if (request_ok && checks_tokens(p)) {
+  if (request_ok && checks_tokens(p) && !shared) {
     bad = g.sub < p.n && !mask_offset_ok(offset);
     for (int32_t j = g.sub + g.lanes; j < p.n; j += g.lanes)
       bad |= check_mask_token(t, i, j).code != kOk;
@@ -462,14 +485,74 @@ __device__ bool group_checks_mask(const MaskTensors& t, const MaskPlan& p, int64
   // Every lane of the warp takes part in the ballot, whatever its request's
   // verdict (a lane that skipped it would leave the others waiting).
   const bool tokens_bad = g.any(bad);
-  return request_ok && !tokens_bad;
+  return GroupCheck{request_ok && !tokens_bad, shared};
 }
 
+// The long prompts of a block's groups' first requests (group_checks_mask's
+// `shared`), which every thread of the block walks: a group puts its request
+// in its own entry, each warp a bit a group in `warps`, then one block
+// barrier. No entry needs clearing: only the bits set by this launch are read.
+template <int kLanes>
+struct SharedPrompts {
+  static constexpr int kGroups = kMaskMaxThreads / kLanes;
+  int64_t request[kGroups];
+  int32_t q[kGroups];
+  int32_t n[kGroups];
+  unsigned warps[kMaskMaxThreads / 32];
+
+  // Every thread of the block calls it once, `shared` from its group.
+  __device__ void publish(int64_t i, const MaskPlan& p, bool shared, int sub) {
+    const int group = threadIdx.x / kLanes;
+    const bool leads = shared && sub == 0;
+    if (leads) {
+      request[group] = i;
+      q[group] = p.q;
+      n[group] = p.n;
+    }
+    const unsigned bits = __ballot_sync(kFullWarp, leads);
+    if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = bits;
+    __syncthreads();
+  }
+  // f(i, q, j, offset) for the tokens j of each listed request that are this
+  // thread's share (j = threadIdx.x, + blockDim.x, ...), `offset` its column
+  // of attn_mask_offsets_full, requests in the order of their groups. Every
+  // thread of the block calls it. kAtOnce offsets are loaded before f sees
+  // any: f may store, and the compiler cannot move a load above a store that
+  // might alias it (a round trip a token, else).
+  template <typename F>
+  __device__ void for_my_tokens(const MaskTensors& t, F f) const {
+    constexpr int kAtOnce = 8;
+    const unsigned lane = threadIdx.x % 32;
+    const unsigned mine = lane < blockDim.x / 32 ? warps[lane] : 0u;
+    for (unsigned ws = __ballot_sync(kFullWarp, mine != 0); ws != 0; ws &= ws - 1) {
+      const int w = __ffs(ws) - 1;
+      for (unsigned bits = __shfl_sync(kFullWarp, mine, w); bits != 0; bits &= bits - 1) {
+        const int group = (32 * w + __ffs(bits) - 1) / kLanes;
+        const int64_t i = request[group];
+        const int32_t rq = q[group], rn = n[group];
+        const int32_t* row = t.mask_full + i * t.mask_full_cols;
+        const int32_t step = blockDim.x;
+        for (int32_t j0 = threadIdx.x; j0 < rn; j0 += kAtOnce * step) {
+          int32_t offsets[kAtOnce];
+#pragma unroll
+          for (int u = 0; u < kAtOnce; ++u)
+            offsets[u] = j0 + u * step < rn ? row[j0 + u * step] : 0;
+#pragma unroll
+          for (int u = 0; u < kAtOnce; ++u)
+            if (j0 + u * step < rn) f(i, rq, j0 + u * step, offsets[u]);
+        }
+      }
+    }
+  }
+};
+
 // Request i's writes by the lanes of its group.
+// A shared prompt's tokens are the block's (SharedPrompts); a prompt has
+// nothing else to write.
 template <typename G>
 __device__ void group_writes_mask(const MaskTensors& t, const MaskPlan& p, int64_t i,
-                                  int32_t offset, const G& g) {
-  if (p.branch == kSkip) return;
+                                  int32_t offset, const G& g, bool shared) {
+  if (p.branch == kSkip || shared) return;
   int32_t* o = t.out + 2 * (int64_t)p.q;
   if (g.sub < p.n)
     o[2 * g.sub + 1] = p.branch == kPrompt ? prompt_end(offset) : mask_token_end(t, p, i, g.sub);
@@ -485,13 +568,18 @@ __device__ void group_writes_mask(const MaskTensors& t, const MaskPlan& p, int64
 // one); any further ones are read again. The loops are warp-uniform (every
 // group of a warp turns together), as the checks' ballots need. Block sizes
 // are multiples of 32, so every warp is whole.
-template <int kLanes, typename Scope>
+template <int kLanes, bool kShare, typename Scope>
 __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t, int64_t bsz,
                                                                Reporting out, Scope scope) {
   constexpr bool kOneBlock = std::is_same<Scope, OneBlock>::value;
   scope.start();
   const Group<kLanes> g;
-  const int64_t first = scope.first() / kLanes, groups = scope.stride() / kLanes;
+  // A group's first request: the groups of a block take consecutive requests,
+  // or, where long prompts are shared out in their block, every gridDim.x-th
+  // one, so that a batch's few long prompts land in different blocks.
+  const int64_t first = kShare ? (int64_t)(threadIdx.x / kLanes) * gridDim.x + blockIdx.x
+                               : scope.first() / kLanes,
+                groups = scope.stride() / kLanes;
   // The first request's rows, computed before the wait.
   const MaskTensors own = rows_now(t, first, first < bsz);
   const int64_t* pending_code = pending_code_now(scope, out);
@@ -500,7 +588,7 @@ __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t,
   const int64_t pending = read_pending_code(scope, pending_code);
   // This warp's first request, less its own: i - behind is the same in every
   // lane of the warp.
-  const int64_t behind = (threadIdx.x % 32) / kLanes;
+  const int64_t behind = (int64_t)((threadIdx.x % 32) / kLanes) * (kShare ? gridDim.x : 1);
   const MaskPlan kept = first < bsz ? plan_mask(own, first) : kNoRequest;
   const int32_t kept_offset = first < bsz ? first_offsets(own, first, g) : 0;
   // Every entry is written: zeros, then each request's odd entries. The output
@@ -508,22 +596,36 @@ __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t,
   // agreement's barrier orders it before the writes below).
   zero(scope, t.out, 2 * t.num_tokens);
   Verdict mine{kNone, 0};
-  if (!group_checks_mask<kOneBlock>(own, kept, first, kept_offset, g))
-    mine.bad = verdict_of(first);
+  const GroupCheck kept_check =
+      group_checks_mask<kOneBlock>(own, kept, first, kept_offset, g, kShare);
+  if (!kept_check.ok) mine.bad = verdict_of(first);
+  __shared__ SharedPrompts<kShare ? kLanes : kMaskMaxThreads> shared;
+  if (kShare) {
+    shared.publish(first, kept, kept_check.shared, g.sub);
+    // A bad token fails its request (the earliest such request wins).
+    shared.for_my_tokens(t, [&](int64_t i, int32_t, int32_t, int32_t offset) {
+      if (!mask_offset_ok(offset) && verdict_of(i) < mine.bad) mine.bad = verdict_of(i);
+    });
+  }
   for (int64_t i = first + groups; i - behind < bsz; i += groups) {
     const bool mine_too = i < bsz;
     const MaskPlan p = mine_too ? plan_mask(t, i) : kNoRequest;
     const int32_t offset = mine_too ? first_offsets(t, i, g) : 0;
     // A group's later requests come after its failing one: the first stays.
-    if (!group_checks_mask<kOneBlock>(t, p, i, offset, g) && mine.bad == kNone)
+    if (!group_checks_mask<kOneBlock>(t, p, i, offset, g, false).ok && mine.bad == kNone)
       mine.bad = verdict_of(i);
   }
   auto check = [&](int64_t i) { return check_mask(t, plan_mask(t, i), i); };
   const Verdict v = agree_on_batch(scope, kMaskOp, out, pending, mine, check);
   if (v.bad != kNone) return;
-  if (first < bsz) group_writes_mask(own, kept, first, kept_offset, g);
+  if (first < bsz) group_writes_mask(own, kept, first, kept_offset, g, kept_check.shared);
+  if (kShare) {
+    shared.for_my_tokens(t, [&](int64_t, int32_t q, int32_t j, int32_t offset) {
+      t.out[2 * ((int64_t)q + j) + 1] = prompt_end(offset);
+    });
+  }
   for (int64_t i = first + groups; i < bsz; i += groups)
-    group_writes_mask(t, plan_mask(t, i), i, first_offsets(t, i, g), g);
+    group_writes_mask(t, plan_mask(t, i), i, first_offsets(t, i, g), g, false);
   finish(scope, out, false);
 }
 
@@ -758,17 +860,17 @@ Launch plan_preprocess_launch(int64_t bsz, const GridScratch& scratch, const Lau
 // takes several in turn: a bigger grid would cost more in its barrier than it
 // saves, measured with tests/graph_probe.cu), or enough threads for the
 // zeroing (16-byte stores), whichever is more.
-template <int kLanes>
+template <int kLanes, bool kShare>
 Launch plan_mask_launch(int64_t num_tokens, int64_t bsz, const GridScratch& scratch,
                         const LaunchShape& shape) {
   const int64_t max_groups = (int64_t)shape.mask_max_warps * (32 / kLanes);
   const int64_t zeroing = (2 * num_tokens + 3) / 4;
   const int64_t groups_work = (bsz < max_groups ? bsz : max_groups) * kLanes;
   const int64_t work = groups_work > zeroing ? groups_work : zeroing;
-  const Launch c = plan_cluster<mask_kernel<kLanes, Cluster>>(
+  const Launch c = plan_cluster<mask_kernel<kLanes, kShare, Cluster>>(
       work, shape.mask_cluster, kMaskMaxThreads, shape.overlap_launch);
   if (c.blocks > 0) return c;
-  return plan_launch<mask_kernel<kLanes, WholeGrid>>(kMaskMaxThreads, work, scratch, shape,
+  return plan_launch<mask_kernel<kLanes, kShare, WholeGrid>>(kMaskMaxThreads, work, scratch, shape,
                                                      shape.one_block_max, shape.grid_threads);
 }
 
@@ -813,6 +915,13 @@ cudaError_t with_mask_lanes(int64_t bsz, const LaunchShape& shape, F f) {
   }
 }
 
+// Calls f(std::bool_constant<shares_prompts(t)>).
+template <typename F>
+cudaError_t with_prompt_sharing(const MaskTensors& t, F f) {
+  if (shares_prompts(t)) return f(std::true_type{});
+  return f(std::false_type{});
+}
+
 }  // namespace
 
 cudaError_t launch_preprocess(const PreprocessTensors& t, const PreprocessAttrs& a, int64_t bsz,
@@ -831,9 +940,12 @@ cudaError_t launch_mask(const MaskTensors& t, int64_t bsz, Reporting out, GridSc
   if (bsz > kMaxBatch) return cudaErrorInvalidValue;
   return with_mask_lanes(bsz, shape, [&](auto lanes) {
     constexpr int kLanes = decltype(lanes)::value;
-    const Launch l = plan_mask_launch<kLanes>(t.num_tokens, bsz, scratch, shape);
-    return with_scope(l, scratch, [&](auto scope) {
-      return launch<mask_kernel<kLanes, decltype(scope)>>(l, stream, t, bsz, out, scope);
+    return with_prompt_sharing(t, [&](auto share) {
+      constexpr bool kShare = decltype(share)::value;
+      const Launch l = plan_mask_launch<kLanes, kShare>(t.num_tokens, bsz, scratch, shape);
+      return with_scope(l, scratch, [&](auto scope) {
+        return launch<mask_kernel<kLanes, kShare, decltype(scope)>>(l, stream, t, bsz, out, scope);
+      });
     });
   });
 }

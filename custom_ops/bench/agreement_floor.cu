@@ -50,7 +50,7 @@ cudaError_t launch_mask_agreement(int64_t num_tokens, int64_t bsz, unsigned* sin
                                   const LaunchShape& shape) {
   return with_mask_lanes(bsz, shape, [&](auto lanes) {
     constexpr int kLanes = decltype(lanes)::value;
-    const Launch l = plan_mask_launch<kLanes>(num_tokens, bsz, scratch, shape);
+    const Launch l = plan_mask_launch<kLanes, false>(num_tokens, bsz, scratch, shape);
     return launch_agreement(l, sink, scratch, stream);
   });
 }
