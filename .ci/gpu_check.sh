@@ -80,6 +80,13 @@ step "racecheck over fuzz, bsz <= 512" "HAZARD|RACECHECK SUMMARY|gpu_fuzz" \
   compute-sanitizer --tool racecheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 512
 step "synccheck over fuzz, bsz <= 512" "ERROR SUMMARY|gpu_fuzz" \
   compute-sanitizer --tool synccheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 512
+# Prompts of up to 2048 tokens: past 64, every thread of a prompt's block
+# checks and writes a share of it (a block barrier, shared memory).
+for tool in memcheck racecheck synccheck; do
+  step "$tool over fuzz, prompts <= 2048 tokens" "ERROR SUMMARY|RACECHECK SUMMARY|HAZARD|gpu_fuzz" \
+    compute-sanitizer --tool $tool --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 12 \
+    --max-bsz 600 --mask-cols 2048
+done
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   benches=("bench --device gpu" "bench-gpu --rounds ${BENCH_ROUNDS:-7}")
   [ "${SKIP_NUMPY_BENCH:-0}" = 1 ] && benches=("bench-gpu --rounds ${BENCH_ROUNDS:-7}")

@@ -1,7 +1,9 @@
 """Fuzz run for compute-sanitizer: both ops on the GPU over random valid and
 corrupted states, each result compared with the numpy reference.
 
-python tests/gpu_fuzz.py [--iterations N] [--max-bsz B]; exits 1 on any mismatch.
+python tests/gpu_fuzz.py [--iterations N] [--max-bsz B] [--mask-cols M]; exits 1 on any
+mismatch. --mask-cols gives attn_mask_offsets_full M columns, so prompts run to
+M tokens (past 64, a prompt is shared out among its block's threads).
 Corrupted states get one random field of one request set to an extreme value;
 the op must then either refuse (leaving every tensor unchanged) or agree with
 the reference, and never touch memory outside a tensor (the sanitizer's part).
@@ -29,8 +31,11 @@ EXTREMES = [-(2**63), -(2**31), -5, -1, 10**6, 2**31 - 1, 2**63 - 1]
 
 def corrupt(rng, s, fields):
     name = fields[rng.integers(len(fields))]
+    rows = min(s[name].shape[0], s["seq_lens_this_time"].shape[0])
+    cols = s[name].shape[1] if s[name].ndim == 2 else 1
     arr = s[name].reshape(-1)
-    i = int(rng.integers(min(arr.shape[0], s["seq_lens_this_time"].shape[0])))
+    # Any column of a request's row (a 2-D field's deep columns are a long prompt's tokens).
+    i = int(rng.integers(rows)) * cols + int(rng.integers(cols))
     v = EXTREMES[rng.integers(len(EXTREMES))]
     info = np.iinfo(arr.dtype)
     arr[i] = np.clip(v, info.min, info.max)
@@ -100,6 +105,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--iterations", type=int, default=100)
     p.add_argument("--max-bsz", type=int, default=2048)
+    p.add_argument("--mask-cols", type=int, default=None)
     p.add_argument("--device", choices=["gpu", "cpu"], default="gpu")
     args = p.parse_args()
     rng = np.random.default_rng(2026)
@@ -116,7 +122,8 @@ def main():
             corrupt(rng, s, PRE_FIELDS)
         ok = same_outcome(lambda t: ops.draft_model_preprocess(**t, **attrs),
                           lambda r: reference.draft_model_preprocess(**r, **attrs), s, args.device)
-        m = states.mask_state(rng, bsz, extra_rows=1, padding_tokens=int(rng.integers(0, 3)))
+        m = states.mask_state(rng, bsz, extra_rows=1, padding_tokens=int(rng.integers(0, 3)),
+                              mask_cols=args.mask_cols)
         if bad:
             corrupt(rng, m, MASK_FIELDS)
         ok &= same_outcome(lambda t: ops.update_attn_mask_offsets(**t),

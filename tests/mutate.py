@@ -166,6 +166,15 @@ MUTATIONS = [
              "return warp_agree(lane < blocks ? verdict_in(slots[lane]) : Verdict{kNone, 0});",
              "return warp_agree(lane < blocks && lane < kPortableClusterBlocks ? "
              "verdict_in(slots[lane]) : Verdict{kNone, 0});", device="gpu"),
+    Mutation("GPU shared prompt walk skips tokens", CU,
+             "for (int32_t j0 = threadIdx.x; j0 < rn; j0 += kAtOnce * step) {",
+             "for (int32_t j0 = threadIdx.x; j0 < rn; j0 += (kAtOnce + 1) * step) {", device="gpu"),
+    Mutation("GPU shared prompt tokens go unchecked", CU,
+             "if (!mask_offset_ok(offset) && verdict_of(i) < mine.bad) mine.bad = verdict_of(i);",
+             "", device="gpu"),
+    Mutation("GPU a shared prompt's failure names the block's last request", CU,
+             "if (!mask_offset_ok(offset) && verdict_of(i) < mine.bad) mine.bad = verdict_of(i);",
+             "if (!mask_offset_ok(offset)) mine.bad = verdict_of(i);", device="gpu"),
     # -- the numpy reference -------------------------------------------------------
     Mutation("reference rollback sign", REF, "rollback[i] += S_old - int(dec[i])",
              "rollback[i] += int(dec[i]) - S_old"),

@@ -169,6 +169,107 @@ def test_a_cluster_size_first_seen_inside_a_capture():
     g.reset()
 
 
+# -- long prompts: a prompt of more than 64 tokens is checked and written by
+# every thread of its block, not its group alone (attn_mask_offsets_full wider
+# than 64 columns) --------------------------------------------------------------
+
+def _long_prompts(s):
+    """The requests of a mask state that take the prompt branch with more than 64 tokens."""
+    n = s["seq_lens_this_time"].reshape(-1)
+    bsz = n.shape[0]
+    enc = s["seq_lens_encoder"].reshape(-1)[:bsz]
+    dec = s["seq_lens_decoder"].reshape(-1)[:bsz]
+    block = s["is_block_step"].reshape(-1)[:bsz]
+    vision = (s["decode_states"][:bsz, 0] == 2) & (dec > 0)
+    return np.flatnonzero((enc > 0) & ~block & ~vision & (n > 64))
+
+
+@pytest.mark.parametrize("bsz, cols, seed", [(1, 4096, 1), (8, 4096, 4104), (16, 2048, 2064),
+                                             (33, 65, 17), (33, 80, 0), (64, 1000, 1064),
+                                             (512, 300, 812), (8200, 100, 8300)])
+def test_long_prompts_match_the_reference(bsz, cols, seed):
+    """(33, 65): a prompt of 65 tokens, the shortest shared out. (8200, 100):
+    past 8192 requests a group takes a second request, whose prompt its group
+    walks alone."""
+    s = states.mask_state(np.random.default_rng(seed), bsz, mask_cols=cols)
+    assert len(_long_prompts(s)) > 0
+    want_out, want = run_mask_ref(s)
+    got_out, got = run_mask_op(s, "gpu")
+    np.testing.assert_array_equal(got_out, want_out)
+    assert_states_equal(got, want)
+
+
+@pytest.mark.parametrize("n", [65, 300, 4000])
+def test_a_long_prompt_is_written_whole(n):
+    """Expected values from the contract, not the reference: the odd entry of
+    token j is the prompt's offset j + 1, the even ones 0."""
+    s = states.mask_state(np.random.default_rng(n), 1, mask_cols=4096)
+    s["seq_lens_this_time"][:] = n
+    s["seq_lens_encoder"][:] = 5
+    s["seq_lens_decoder"][:] = 0
+    s["is_block_step"][:] = False
+    s["cu_seqlens_q"][:] = [0, n]
+    s["ids_remove_padding"] = np.zeros(n, np.int64)
+    s["attn_mask_offsets_full"][0] = 3 * np.arange(4096, dtype=np.int32)
+    out, _ = run_mask_op(s, "gpu")
+    np.testing.assert_array_equal(out[1::2], 3 * np.arange(n) + 1)
+    np.testing.assert_array_equal(out[0::2], 0)
+
+
+@pytest.mark.parametrize("bsz, cols", [(8, 4096), (16, 2048), (64, 1000), (512, 300)])
+@pytest.mark.parametrize("where", ["last", "middle", "first"])
+def test_a_bad_offset_deep_in_a_long_prompt_fails_its_request(bsz, cols, where):
+    """Bad offsets in two long prompts, and the earlier of them named, with the
+    column; nothing written."""
+    s = states.mask_state(np.random.default_rng(bsz * 7 + cols), bsz, mask_cols=cols)
+    longs = _long_prompts(s)
+    if len(longs) < 2:
+        pytest.skip("the state has fewer than two long prompts")
+    early, late = longs[0], longs[-1]
+    n = int(s["seq_lens_this_time"].reshape(-1)[early])
+    col = {"last": n - 1, "middle": n // 2, "first": 0}[where]
+    s["attn_mask_offsets_full"][early, col] = -5
+    s["attn_mask_offsets_full"][late, int(s["seq_lens_this_time"].reshape(-1)[late]) - 1] = 2**31 - 1
+    t = to_tensors(s, "gpu")
+    with pytest.raises(ops.BadInputError,
+                       match=f"request {early}: attn_mask_offsets_full: column {col} holds -5"):
+        ops.update_attn_mask_offsets(**t)
+    assert_unchanged(t, s)
+
+
+@pytest.mark.parametrize("col", [10, 199])
+def test_two_bad_long_prompts_of_one_block_name_the_first(col):
+    """Both prompts in one block, bad at the same column: the thread that
+    walks that column sees both, and must keep the earlier request."""
+    s = states.mask_state(np.random.default_rng(col), 2, mask_cols=256)
+    s["seq_lens_this_time"][:] = 200
+    s["seq_lens_encoder"][:] = 5
+    s["seq_lens_decoder"][:] = 0
+    s["is_block_step"][:] = False
+    s["cu_seqlens_q"][:] = [0, 200, 400]
+    s["ids_remove_padding"] = np.zeros(400, np.int64)
+    s["attn_mask_offsets_full"][:, col] = -1
+    t = to_tensors(s, "gpu")
+    with pytest.raises(ops.BadInputError,
+                       match=f"request 0: attn_mask_offsets_full: column {col} holds -1"):
+        ops.update_attn_mask_offsets(**t)
+    assert_unchanged(t, s)
+
+
+def test_a_bad_short_request_before_a_bad_long_prompt_is_the_one_named():
+    s = states.mask_state(np.random.default_rng(5), 64, mask_cols=1000)
+    longs = _long_prompts(s)
+    late = int(longs[-1])
+    assert late > 0
+    n = int(s["seq_lens_this_time"].reshape(-1)[late])
+    s["attn_mask_offsets_full"][late, n - 1] = -1
+    _break_mask_request(s, late - 1)
+    t = to_tensors(s, "gpu")
+    with pytest.raises(ops.BadInputError, match=f"request {late - 1}: seq_lens_this_time"):
+        ops.update_attn_mask_offsets(**t)
+    assert_unchanged(t, s)
+
+
 @pytest.mark.parametrize("bsz, seed", [(1, 50), (64, 41), (4096, 41)])
 def test_the_mask_kernel_waits_for_the_kernel_before_it(bsz, seed):
     """The kernel before it on the stream lets it launch early (a programmatic
