@@ -10,7 +10,7 @@ import paddle
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from fastdeploy_mtp import ops, reference  # noqa: E402
+from fastdeploy_mtp import ops, reference, states  # noqa: E402
 
 
 def gpu_available() -> bool:
@@ -93,3 +93,16 @@ def sim_args(**kw):
     for k, v in kw.items():
         setattr(a, k, v)
     return a
+
+
+def prompts_state(seed, count, n, cols):
+    """A mask state of `count` prompt requests of n tokens each, packed, with
+    attn_mask_offsets_full of `cols` columns."""
+    s = states.mask_state(np.random.default_rng(seed), count, mask_cols=cols)
+    s["seq_lens_this_time"][:] = n
+    s["seq_lens_encoder"][:] = 5
+    s["seq_lens_decoder"][:] = 0
+    s["is_block_step"][:] = False
+    s["cu_seqlens_q"][:] = n * np.arange(count + 1)
+    s["ids_remove_padding"] = np.zeros(n * count, np.int64)
+    return s

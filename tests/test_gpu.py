@@ -8,8 +8,8 @@ import pytest
 
 from fastdeploy_mtp import ops, states
 from helpers import (assert_states_equal, assert_unchanged, gpu_available, preprocess_attrs,
-                     run_mask_op, run_mask_ref, run_preprocess_op, run_preprocess_ref, to_numpy,
-                     to_tensors)
+                     prompts_state, run_mask_op, run_mask_ref, run_preprocess_op,
+                     run_preprocess_ref, to_numpy, to_tensors)
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not gpu_available(), reason="needs Paddle with CUDA and a GPU")]
@@ -199,23 +199,6 @@ def test_long_prompts_match_the_reference(bsz, cols, seed):
     assert_states_equal(got, want)
 
 
-@pytest.mark.parametrize("n", [65, 300, 4000])
-def test_a_long_prompt_is_written_whole(n):
-    """Expected values from the contract, not the reference: the odd entry of
-    token j is the prompt's offset j + 1, the even ones 0."""
-    s = states.mask_state(np.random.default_rng(n), 1, mask_cols=4096)
-    s["seq_lens_this_time"][:] = n
-    s["seq_lens_encoder"][:] = 5
-    s["seq_lens_decoder"][:] = 0
-    s["is_block_step"][:] = False
-    s["cu_seqlens_q"][:] = [0, n]
-    s["ids_remove_padding"] = np.zeros(n, np.int64)
-    s["attn_mask_offsets_full"][0] = 3 * np.arange(4096, dtype=np.int32)
-    out, _ = run_mask_op(s, "gpu")
-    np.testing.assert_array_equal(out[1::2], 3 * np.arange(n) + 1)
-    np.testing.assert_array_equal(out[0::2], 0)
-
-
 @pytest.mark.parametrize("bsz, cols", [(8, 4096), (16, 2048), (64, 1000), (512, 300)])
 @pytest.mark.parametrize("where", ["last", "middle", "first"])
 def test_a_bad_offset_deep_in_a_long_prompt_fails_its_request(bsz, cols, where):
@@ -241,13 +224,7 @@ def test_a_bad_offset_deep_in_a_long_prompt_fails_its_request(bsz, cols, where):
 def test_two_bad_long_prompts_of_one_block_name_the_first(col):
     """Both prompts in one block, bad at the same column: the thread that
     walks that column sees both, and must keep the earlier request."""
-    s = states.mask_state(np.random.default_rng(col), 2, mask_cols=256)
-    s["seq_lens_this_time"][:] = 200
-    s["seq_lens_encoder"][:] = 5
-    s["seq_lens_decoder"][:] = 0
-    s["is_block_step"][:] = False
-    s["cu_seqlens_q"][:] = [0, 200, 400]
-    s["ids_remove_padding"] = np.zeros(400, np.int64)
+    s = prompts_state(col, 2, 200, 256)
     s["attn_mask_offsets_full"][:, col] = -1
     t = to_tensors(s, "gpu")
     with pytest.raises(ops.BadInputError,

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastdeploy_mtp import ops, states
-from helpers import DEVICES, preprocess_attrs, to_numpy, to_tensors
+from helpers import DEVICES, preprocess_attrs, prompts_state, run_mask_op, to_numpy, to_tensors
 
 SETTINGS = settings(max_examples=120, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -256,3 +256,16 @@ def test_the_generator_draws_every_edge():
             "re-sync to seq_lens_decoder 0", "first token in the last column",
             "mask cursor 0 after the rollback", "decode with several tokens", "vision generation"}
     assert want <= seen, want - seen
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("n", [65, 300, 4000])
+def test_a_long_prompt_is_written_whole(device, n):
+    """The odd entry of a prompt's token j is its offset j + 1, the even ones
+    0, however long the prompt (on the GPU, past 64 tokens, every thread of
+    the block writes a share of it)."""
+    s = prompts_state(n, 1, n, 4096)
+    s["attn_mask_offsets_full"][0] = 3 * np.arange(4096, dtype=np.int32)
+    out, _ = run_mask_op(s, device)
+    np.testing.assert_array_equal(out[1::2], 3 * np.arange(n) + 1)
+    np.testing.assert_array_equal(out[0::2], 0)
