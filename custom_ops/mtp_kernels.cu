@@ -546,9 +546,8 @@ struct SharedPrompts {
   }
 };
 
-// Request i's writes by the lanes of its group.
-// A shared prompt's tokens are the block's (SharedPrompts); a prompt has
-// nothing else to write.
+// Request i's writes by the lanes of its group. A shared prompt's tokens are
+// the block's (SharedPrompts), and a prompt has nothing else to write.
 template <typename G>
 __device__ void group_writes_mask(const MaskTensors& t, const MaskPlan& p, int64_t i,
                                   int32_t offset, const G& g, bool shared) {
@@ -599,6 +598,7 @@ __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t,
   const GroupCheck kept_check =
       group_checks_mask<kOneBlock>(own, kept, first, kept_offset, g, kShare);
   if (!kept_check.ok) mine.bad = verdict_of(first);
+  // Without kShare it is never touched: sized for one group, its least.
   __shared__ SharedPrompts<kShare ? kLanes : kMaskMaxThreads> shared;
   if (kShare) {
     shared.publish(first, kept, kept_check.shared, g.sub);
@@ -870,8 +870,8 @@ Launch plan_mask_launch(int64_t num_tokens, int64_t bsz, const GridScratch& scra
   const Launch c = plan_cluster<mask_kernel<kLanes, kShare, Cluster>>(
       work, shape.mask_cluster, kMaskMaxThreads, shape.overlap_launch);
   if (c.blocks > 0) return c;
-  return plan_launch<mask_kernel<kLanes, kShare, WholeGrid>>(kMaskMaxThreads, work, scratch, shape,
-                                                     shape.one_block_max, shape.grid_threads);
+  return plan_launch<mask_kernel<kLanes, kShare, WholeGrid>>(
+      kMaskMaxThreads, work, scratch, shape, shape.one_block_max, shape.grid_threads);
 }
 
 // The most lanes a request (32, then 16) that keep the batch in one block;
