@@ -30,6 +30,14 @@ def _break_mask_request(s, i):
     s["seq_lens_decoder"][i] = 3
 
 
+def _assert_mask_like_reference(s):
+    """The GPU op leaves the output and every tensor as the numpy reference does."""
+    want_out, want = run_mask_ref(s)
+    got_out, got = run_mask_op(s, "gpu")
+    np.testing.assert_array_equal(got_out, want_out)
+    assert_states_equal(got, want)
+
+
 @pytest.mark.parametrize("bsz", [129, 200, 256, 257, 511, 512, 513, 1024, 1025, 2048, 8192])
 @pytest.mark.parametrize("k", [1, 4, 10])
 def test_preprocess_every_request_of_big_batches(bsz, k):
@@ -44,10 +52,7 @@ def test_preprocess_every_request_of_big_batches(bsz, k):
 def test_mask_every_request_of_big_batches(bsz, padding):
     """(64, 9000): few requests, but an output long enough for the grid path."""
     s = states.mask_state(np.random.default_rng(bsz), bsz, padding_tokens=padding)
-    want_out, want = run_mask_ref(s)
-    got_out, got = run_mask_op(s, "gpu")
-    np.testing.assert_array_equal(got_out, want_out)
-    assert_states_equal(got, want)
+    _assert_mask_like_reference(s)
 
 
 def test_last_request_of_8192_is_checked():
@@ -193,10 +198,7 @@ def test_long_prompts_match_the_reference(bsz, cols, seed):
     walks alone."""
     s = states.mask_state(np.random.default_rng(seed), bsz, mask_cols=cols)
     assert len(_long_prompts(s)) > 0
-    want_out, want = run_mask_ref(s)
-    got_out, got = run_mask_op(s, "gpu")
-    np.testing.assert_array_equal(got_out, want_out)
-    assert_states_equal(got, want)
+    _assert_mask_like_reference(s)
 
 
 @pytest.mark.parametrize("bsz, cols", [(8, 4096), (16, 2048), (64, 1000), (512, 300)])
