@@ -98,6 +98,10 @@ inline T load_now(const T* p) {
   X(kTokensOutsideIds, 9,                                                                       \
     "cu_seqlens_q: the {1} tokens from {0} (cu_seqlens_q = {0}, seq_lens_this_time = {1}) lie " \
     "outside the {2} tokens of ids_remove_padding")                                             \
+  X(kTokensPastNextRequest, 19,                                                                 \
+    "cu_seqlens_q: the {1} tokens from {0} run past the next request's first token "            \
+    "cu_seqlens_q[i+1] = {2}; cu_seqlens_q must not decrease and requests' tokens must not "    \
+    "overlap")                                                                                  \
   X(kTokensPastMaskFull, 10,                                                                    \
     "attn_mask_offsets_full: seq_lens_this_time = {0} prompt tokens, but it has {1} columns")    \
   X(kTokensPastDecodeStates, 11,                                                                \
@@ -485,8 +489,9 @@ enum MaskBranch : int32_t { kSkip = 0, kPrompt = 1, kVisionGeneration = 2, kDeco
 // all read at once (decode_states has at least one column).
 struct MaskPlan {
   int32_t branch;
-  int32_t q;  // first token of the request in the packed batch
-  int32_t n;  // its tokens this substep
+  int32_t q;     // first token of the request in the packed batch
+  int32_t n;     // its tokens this substep
+  int32_t next;  // the next request's first token, cu_seqlens_q[i + 1]
   int32_t encoder, decoder;  // seq_lens_encoder, seq_lens_decoder
   int32_t cursor, rollback;  // attn_mask_offsets_decoder, mask_rollback
 };
@@ -498,6 +503,7 @@ MTP_HD MaskPlan plan_mask(const MaskTensors& t, int64_t i) {
   const int32_t state0 = load_now(t.decode_states + i * t.decode_states_cols);
   const bool block_step = load_now(t.is_block_step + i);
   p.q = load_now(t.cu_seqlens_q + i);
+  p.next = load_now(t.cu_seqlens_q + i + 1);
   p.n = load_now(t.seq_lens_this_time + i);
   p.encoder = E;
   p.decoder = S;
@@ -526,11 +532,16 @@ enum MaskRequestCheck : uint32_t {
   kDecodeColumns = 1u << 5,
   kDecodeCursor = 1u << 6,
   kDecodeEnd = 1u << 7,
+  kTokensBeforeNext = 1u << 8,
 };
 
 // Where a decode request's cursor starts: its mask cursor less the rollback
 // it consumes, 64-bit (before the checks it may be out of range).
 MTP_HD int64_t wide_cursor(const MaskPlan& p) { return (int64_t)p.cursor - p.rollback; }
+
+// The tokens a request writes: none if it is skipped (its seq_lens_this_time
+// is not read, and may hold anything).
+MTP_HD int32_t tokens_written(const MaskPlan& p) { return p.branch == kSkip ? 0 : p.n; }
 
 MTP_HD uint32_t mask_request_failures(const MaskTensors& t, const MaskPlan& p) {
   const bool runs = p.branch != kSkip;
@@ -539,6 +550,10 @@ MTP_HD uint32_t mask_request_failures(const MaskTensors& t, const MaskPlan& p) {
   return bit(runs & ((p.encoder < 0) | (p.decoder < 0)), kLengths) |
          bit(runs & (p.n < 0), kTokensThisTime) |
          bit(runs & ((p.q < 0) | ((int64_t)p.q + p.n > t.num_tokens)), kTokensInIds) |
+         // Every request, skipped or not: with cu_seqlens_q never decreasing,
+         // each request's tokens lie in [cu[i], cu[i+1]), so no two requests
+         // write one token (the GPU's result would depend on thread timing).
+         bit((int64_t)p.q + tokens_written(p) > p.next, kTokensBeforeNext) |
          bit((p.branch == kPrompt) & (p.n > t.mask_full_cols), kPromptColumns) |
          bit((p.branch == kVisionGeneration) & ((int64_t)p.decoder + p.n > kInt32Max), kVisionEnd) |
          bit(decode & (p.n > 1) & (p.n > t.decode_states_cols), kDecodeColumns) |
@@ -551,6 +566,7 @@ MTP_HD Failure check_mask_request(const MaskTensors& t, const MaskPlan& p, int64
   if (f & kLengths) return fail(kNegativeLength, p.encoder, p.decoder);
   if (f & kTokensThisTime) return fail(kNegativeSeqLensThisTime, p.n);
   if (f & kTokensInIds) return fail(kTokensOutsideIds, p.q, p.n, t.num_tokens);
+  if (f & kTokensBeforeNext) return fail(kTokensPastNextRequest, p.q, tokens_written(p), p.next);
   if (f & kPromptColumns) return fail(kTokensPastMaskFull, p.n, t.mask_full_cols);
   if (f & kVisionEnd) return fail(kMaskCursorOverflow, p.decoder, p.n);
   if (f & kDecodeColumns) return fail(kTokensPastDecodeStates, p.n, t.decode_states_cols);

@@ -407,7 +407,7 @@ __device__ void zero(const Scope& scope, int32_t* out, int64_t n) {
   for (int64_t k = done + scope.first(); k < n; k += scope.stride()) out[k] = 0;
 }
 
-constexpr MaskPlan kNoRequest{kSkip, 0, 0, 0, 0, 0, 0};
+constexpr MaskPlan kNoRequest{kSkip, 0, 0, 0, 0, 0, 0, 0};
 
 // update_attn_mask_offsets gives each request a group of kLanes lanes (32,
 // 16, 8, 4 or 2) that share its tokens, so a warp serves 32 / kLanes requests

@@ -231,6 +231,17 @@ def break_tokens_past_ids(s, i):
     s["cu_seqlens_q"][i] = s["ids_remove_padding"].shape[0]
 
 
+def break_overlap_next(s, i):
+    decode_mask_request(s, i, 2)
+    s["cu_seqlens_q"][i + 1] = s["cu_seqlens_q"][i] + 1
+
+
+def break_decreasing_at_skipped(s, i):
+    # Request i stays skipped (nothing to write) and would overlap nothing,
+    # but cu_seqlens_q is prefix sums: a decrease is refused wherever it is.
+    s["cu_seqlens_q"][i] = s["cu_seqlens_q"][i + 1] + 1
+
+
 def break_prompt_past_full(s, i):
     decode_mask_request(s, i, s["attn_mask_offsets_full"].shape[1] + 1)
     s["seq_lens_encoder"][i] = 5
@@ -249,6 +260,8 @@ def break_negative_decoder(s, i):
 MASK_CASES = {
     "negative seq_lens_this_time": (break_negative_n, "seq_lens_this_time"),
     "tokens past ids_remove_padding": (break_tokens_past_ids, "cu_seqlens_q"),
+    "tokens past the next request's first": (break_overlap_next, "cu_seqlens_q"),
+    "cu_seqlens_q decreasing at a skipped request": (break_decreasing_at_skipped, "cu_seqlens_q"),
     "prompt longer than attn_mask_offsets_full": (break_prompt_past_full, "attn_mask_offsets_full"),
     "decode tokens past decode_states": (break_decode_past_states, "decode_states"),
     "negative seq_lens_decoder": (break_negative_decoder, "seq_lens_encoder"),

@@ -115,6 +115,45 @@ def test_mask_cluster_blocks_agree_on_the_first_failing_request(bsz, bad, first)
     assert_unchanged(t, s)
 
 
+def _skipped_mask_requests(s):
+    block = s["is_block_step"].reshape(-1)
+    E, S = s["seq_lens_encoder"].reshape(-1), s["seq_lens_decoder"].reshape(-1)
+    return block | ((E == 0) & (S == 0))
+
+
+@pytest.mark.parametrize("bsz", [8, 64, 512, 4096])
+@pytest.mark.parametrize("skipped", [False, True])
+def test_overlapping_requests_are_refused_in_every_launch(bsz, skipped):
+    """One block, a cluster, a grid: a request whose tokens run into the next
+    request's (or, skipped, whose cu_seqlens_q is past the next one's) is
+    refused, the earlier of two is named, and nothing is written."""
+    s = states.mask_state(np.random.default_rng(bsz), bsz)
+    n = s["seq_lens_this_time"].reshape(-1)
+    cu = s["cu_seqlens_q"]
+    fit = _skipped_mask_requests(s) if skipped else (~_skipped_mask_requests(s)) & (n > 0)
+    late, early = np.nonzero(fit[bsz // 2:])[0][0] + bsz // 2, np.nonzero(fit)[0][0]
+    for i in (late, early):
+        if skipped:
+            cu[i] = cu[i + 1] + 1
+        else:
+            cu[i + 1] -= 1
+    t = to_tensors(s, "gpu")
+    with pytest.raises(ops.BadInputError, match=f"request {early}: cu_seqlens_q"):
+        ops.update_attn_mask_offsets(**t)
+    assert_unchanged(t, s)
+
+
+def test_a_long_prompt_into_the_next_is_refused():
+    """A prompt shared out among its block's threads is checked for overlap
+    like any request (the check comes before it is listed in the block)."""
+    s = prompts_state(7, 16, 300, 4096)
+    s["cu_seqlens_q"][5] -= 1
+    t = to_tensors(s, "gpu")
+    with pytest.raises(ops.BadInputError, match="request 4: cu_seqlens_q"):
+        ops.update_attn_mask_offsets(**t)
+    assert_unchanged(t, s)
+
+
 def test_a_captured_cluster_mask_failure_changes_nothing_and_surfaces_later():
     import os
 

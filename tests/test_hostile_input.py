@@ -165,8 +165,9 @@ def prompt_request(s, i, n=1):
     s["seq_lens_decoder"][i] = 0
     s["seq_lens_this_time"][i] = n
     s["decode_states"][i, 0] = 0
-    # Room for its tokens [cu_seqlens_q[i], + n) whatever its position.
-    s["ids_remove_padding"] = np.zeros(s["ids_remove_padding"].shape[0] + n, np.int64)
+    # The batch packed again around its n tokens.
+    s["cu_seqlens_q"][1:] = np.cumsum(s["seq_lens_this_time"])
+    s["ids_remove_padding"] = np.zeros(int(s["cu_seqlens_q"][-1]), np.int64)
 
 
 MASK_LIMITS = {
@@ -192,6 +193,10 @@ MASK_LIMITS = {
                       s["seq_lens_decoder"].__setitem__(i, I32_MAX)), "attn_mask_offsets"),
     "cu_seqlens_q int32 max": (
         lambda s, i: s["cu_seqlens_q"].__setitem__(i, I32_MAX), "cu_seqlens_q"),
+    "tokens into the next request's": (
+        lambda s, i: s["seq_lens_this_time"].__setitem__(i, 2), "cu_seqlens_q"),
+    "next request starting before this one": (
+        lambda s, i: s["cu_seqlens_q"].__setitem__(i + 1, i - 1), "cu_seqlens_q"),
     "seq_lens_this_time int32 min": (
         lambda s, i: s["seq_lens_this_time"].__setitem__(i, I32_MIN), "seq_lens_this_time"),
 }

@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastdeploy_mtp import ops, states
-from helpers import DEVICES, preprocess_attrs, prompts_state, run_mask_op, to_numpy, to_tensors
+from helpers import (DEVICES, assert_unchanged, preprocess_attrs, prompts_state, run_mask_op,
+                     to_numpy, to_tensors)
 
 SETTINGS = settings(max_examples=120, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -133,10 +134,13 @@ def assert_mask_properties(s, out, o):
     for i in range(n_all.shape[0]):
         n, q = int(n_all[i]), int(cu[i])
         where = f"request {i}"
-        rows = out[2 * (q + np.arange(n)) + 1]
         unchanged = ("attn_mask_offsets_decoder", "mask_rollback", "decode_states")
         if block[i] or (E[i] == 0 and S[i] == 0):
-            pass  # nothing written: its entries stay 0 (checked below)
+            rows = None  # nothing written: its entries stay 0 (checked below)
+        else:
+            rows = out[2 * (q + np.arange(n)) + 1]
+        if rows is None:
+            pass
         elif E[i] > 0:
             if s["decode_states"][i, 0] == 2 and S[i] > 0:
                 assert (rows == S[i] + n).all(), where
@@ -174,6 +178,43 @@ def test_mask_properties(device, seed, bsz, extra_rows, padding, column):
     t = to_tensors(s, device)
     out = ops.update_attn_mask_offsets(**t).numpy()
     assert_mask_properties(s, out, to_numpy(t))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 12), moves=st.integers(1, 4),
+       padding=st.integers(0, 3))
+def test_no_two_requests_share_a_token(device, seed, bsz, moves, padding):
+    """cu_seqlens_q moved at a few places: the call is accepted exactly when
+    cu_seqlens_q never decreases and each request's tokens end by the next
+    request's first one, so that no token has two writers (on the GPU the
+    winner would depend on thread timing). Accepted, every property holds;
+    refused, the earliest request that breaks the rule is named and nothing
+    has changed."""
+    rng = np.random.default_rng(seed)
+    s = states.mask_state(rng, bsz, padding_tokens=padding)
+    cu = s["cu_seqlens_q"]
+    for _ in range(moves):
+        cu[rng.integers(0, bsz + 1)] += rng.integers(-3, 4)
+    T = s["ids_remove_padding"].shape[0]
+    n_all, E, S = vec(s["seq_lens_this_time"]), vec(s["seq_lens_encoder"]), vec(s["seq_lens_decoder"])
+    skipped = vec(s["is_block_step"]) | ((E == 0) & (S == 0))
+    writes = np.where(skipped, 0, n_all)
+    breaks = [(not skipped[i] and (cu[i] < 0 or cu[i] + n_all[i] > T))
+              or cu[i] + writes[i] > cu[i + 1] for i in range(bsz)]
+    t = to_tensors(s, device)
+    if not any(breaks):
+        out = ops.update_attn_mask_offsets(**t).numpy()
+        owners = np.zeros(T, int)
+        for i in range(bsz):
+            owners[cu[i]:cu[i] + writes[i]] += 1
+        assert owners.max(initial=0) <= 1
+        assert_mask_properties(s, out, to_numpy(t))
+        return
+    with pytest.raises(ops.BadInputError) as info:
+        ops.update_attn_mask_offsets(**t)
+    assert f"request {breaks.index(True)}: cu_seqlens_q" in str(info.value), str(info.value)
+    assert_unchanged(t, s)
 
 
 @pytest.mark.parametrize("device", DEVICES)
