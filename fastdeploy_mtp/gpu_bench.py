@@ -184,6 +184,10 @@ def run(bsz_list, calls: int, rounds: int = 7, print_fn=print) -> None:
 
 
 GRAPH_BSZ = (1, 64, 512, 1024, 4096, 8192)
+# The second table: attn_mask_offsets_full as wide as a real engine's
+# (max_model_len columns), so its prompts run to thousands of tokens.
+LONG_PROMPT_BSZ = (1, 8, 64, 512)
+LONG_PROMPT_COLS = 4096
 MASK_CALLS = 3  # update_attn_mask_offsets calls in one captured step (K = 3 substeps)
 
 
@@ -202,11 +206,13 @@ def _replay_us(graph, steps_in_graph: int, replays: int) -> float:
 
 
 def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50, rounds: int = 5,
-                print_fn=print) -> None:
+                print_fn=print, mask_cols=None) -> None:
     """One captured step (preprocess with not_need_stop on the GPU, then
     MASK_CALLS mask calls) against a captured graph of as many empty kernels,
     and against the same launches with kernels that only agree (the floor the
-    launch shapes put under the step, before any request is read)."""
+    launch shapes put under the step, before any request is read).
+    `mask_cols`: attn_mask_offsets_full's columns, which bound a prompt's
+    tokens (states.mask_state's short default unless given)."""
     import paddle
     from paddle.device.cuda import graphs
 
@@ -218,15 +224,18 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
     rng = np.random.default_rng(1)
     probe = paddle.to_tensor(np.zeros(8, np.int32), place=place)
     print_fn("")
+    prompts = (f"prompts of up to {mask_cols} tokens" if mask_cols else
+               "the short prompts of states.mask_state")
     print_fn(f"captured step (CUDA graph replay): draft_model_preprocess + {MASK_CALLS} x "
-             f"update_attn_mask_offsets, per step (us); {steps_in_graph} steps a graph, medians of "
-             f"{rounds} rounds of {replays} replays")
-    print_fn("| bsz | replayed step | graph of empty kernels | ratio | launches agreeing only "
-             "| step / agreeing only |")
-    print_fn("|---:|---:|---:|---:|---:|---:|")
+             f"update_attn_mask_offsets, {prompts}, per step (us); {steps_in_graph} steps a "
+             f"graph, medians of {rounds} rounds of {replays} replays")
+    print_fn("| bsz | tokens | replayed step | graph of empty kernels | ratio "
+             "| launches agreeing only | step / agreeing only |")
+    print_fn("|---:|---:|---:|---:|---:|---:|---:|")
     for bsz in bsz_list:
         s = states.repeatable_preprocess_state(rng, bsz, num_model_step=K)
-        m = states.mask_state(rng, bsz)
+        m = states.mask_state(rng, bsz, mask_cols=mask_cols)
+        tokens = m["ids_remove_padding"].shape[0]
         pre, mask = _gpu_state(s, place, True), _gpu_state(m, place)
         ops.draft_model_preprocess(**pre, **attrs)  # warm-up: error record, grid scratch
         with _Env({"FASTDEPLOY_MTP_ASYNC_MASK": "1"}):
@@ -256,7 +265,7 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
                 times[name].append(_replay_us(g, steps_in_graph, replays))
         ops.raise_pending_errors(probe)  # every replayed call was valid
         o, e, f = (statistics.median(times[k]) for k in ("ours", "empty", "floor"))
-        print_fn(f"| {bsz} | {o:.1f} | {e:.1f} | {o / e:.2f} | {f:.1f} | {o / f:.2f} |")
+        print_fn(f"| {bsz} | {tokens} | {o:.1f} | {e:.1f} | {o / e:.2f} | {f:.1f} | {o / f:.2f} |")
         for g in (ours, empty, floor):
             g.reset()
 
@@ -274,4 +283,5 @@ def main(args) -> int:
     if not args.graph_only:
         run(args.bsz, args.calls, args.rounds)
     graph_table()
+    graph_table(LONG_PROMPT_BSZ, mask_cols=LONG_PROMPT_COLS)
     return 0
