@@ -277,8 +277,9 @@ void step(const Variant& v, const State& s, const Record& r, bool* not_need_stop
   if (v.agreement) {
     CHECK(mtp::launch_preprocess_agreement(s.bsz, r.sink, r.grid, stream, v.shape));
     const int64_t num_tokens = s.mask.at("ids_remove_padding").rows;
+    const int64_t cols = s.mask.at("attn_mask_offsets_full").cols;
     for (int k = 0; k < kMaskCalls; ++k)
-      CHECK(mtp::launch_mask_agreement(num_tokens, s.bsz, r.sink, r.grid, stream, v.shape));
+      CHECK(mtp::launch_mask_agreement(num_tokens, cols, s.bsz, r.sink, r.grid, stream, v.shape));
     return;
   }
   const auto t = preprocess_tensors<mtp::PreprocessTensors>(s.pre);

@@ -45,13 +45,19 @@ cudaError_t launch_preprocess_agreement(int64_t bsz, unsigned* sink, GridScratch
   return launch_agreement(plan_preprocess_launch(bsz, scratch, shape), sink, scratch, stream);
 }
 
-cudaError_t launch_mask_agreement(int64_t num_tokens, int64_t bsz, unsigned* sink,
-                                  GridScratch scratch, cudaStream_t stream,
+cudaError_t launch_mask_agreement(int64_t num_tokens, int64_t mask_full_cols, int64_t bsz,
+                                  unsigned* sink, GridScratch scratch, cudaStream_t stream,
                                   const LaunchShape& shape) {
+  MaskTensors sizes{};  // only what the plan reads
+  sizes.num_tokens = num_tokens;
+  sizes.mask_full_cols = mask_full_cols;
   return with_mask_lanes(bsz, shape, [&](auto lanes) {
     constexpr int kLanes = decltype(lanes)::value;
-    const Launch l = plan_mask_launch<kLanes, false>(num_tokens, bsz, scratch, shape);
-    return launch_agreement(l, sink, scratch, stream);
+    return with_prompt_sharing(sizes, [&](auto share) {
+      constexpr bool kShare = decltype(share)::value;
+      const Launch l = plan_mask_launch<kLanes, kShare>(num_tokens, bsz, scratch, shape);
+      return launch_agreement(l, sink, scratch, stream);
+    });
   });
 }
 

@@ -93,7 +93,7 @@ PD_BUILD_OP(bench_late_bump)
       const paddle::Tensor &, paddle::Tensor &, int, bool, bool, bool
 #define MASK_PARAMS                                                                           \
   const paddle::Tensor &ids, const paddle::Tensor &lens, const paddle::Tensor &,                \
-      const paddle::Tensor &, const paddle::Tensor &, const paddle::Tensor &,                   \
+      const paddle::Tensor &, const paddle::Tensor &, const paddle::Tensor &full,               \
       const paddle::Tensor &, const paddle::Tensor &, const paddle::Tensor &,                   \
       const paddle::Tensor &
 
@@ -148,8 +148,8 @@ std::vector<paddle::Tensor> BenchAgreementMask(MASK_PARAMS) {
   paddle::Tensor out = fresh_output(ids);
   unsigned* sink = nullptr;
   const mtp::GridScratch scratch = agreement_scratch(&sink);
-  mtp::cuda_check(mtp::launch_mask_agreement(ids.shape()[0], lens.shape()[0], sink, scratch,
-                                             ids.stream()),
+  mtp::cuda_check(mtp::launch_mask_agreement(ids.shape()[0], full.shape()[1], lens.shape()[0],
+                                             sink, scratch, ids.stream()),
                   "bench_agreement_mask", "launch");
   return {out};
 }
