@@ -42,14 +42,22 @@ def main() -> int:
     p.add_argument("--bsz", type=int, nargs="+", default=list(GRAPH_BSZ))
     p.add_argument("--mask-cols", type=int, default=None,
                    help="attn_mask_offsets_full's columns (a prompt's most tokens); default random")
+    p.add_argument("--widen", type=int, default=None,
+                   help="then give attn_mask_offsets_full this many columns, the prompts as "
+                        "drawn: a real engine's table has max_model_len columns")
     args = p.parse_args()
     os.makedirs(args.dir, exist_ok=True)
     rng = np.random.default_rng(1)  # the graph table's draws, in its order
     for bsz in args.bsz:
         write(os.path.join(args.dir, f"b{bsz}_pre"),
               states.repeatable_preprocess_state(rng, bsz, num_model_step=K))
-        write(os.path.join(args.dir, f"b{bsz}_mask"),
-              states.mask_state(rng, bsz, mask_cols=args.mask_cols))
+        m = states.mask_state(rng, bsz, mask_cols=args.mask_cols)
+        if args.widen:
+            full = m["attn_mask_offsets_full"]
+            wide = np.tile(np.arange(args.widen, dtype=np.int32), (full.shape[0], 1))
+            wide[:, :full.shape[1]] = full
+            m["attn_mask_offsets_full"] = wide
+        write(os.path.join(args.dir, f"b{bsz}_mask"), m)
     print(f"wrote states for bsz {args.bsz} to {args.dir}")
     return 0
 
