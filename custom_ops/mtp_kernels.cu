@@ -864,7 +864,7 @@ Launch plan_preprocess_launch(int64_t bsz, const GridScratch& scratch, const Lau
 // request would only zero: with no more requests than a cluster has blocks,
 // the zeroing asks for at most a grid block's threads a request. One request
 // with a prompt of 1413 tokens: one block of 256 threads instead of a cluster
-// of three, 9.40 -> 8.05 us a step (graph probe). With more requests the cap
+// of three, 9.36 -> 8.00 us a step (graph probe). With more requests the cap
 // made a cluster of a grid, two prompts a block: 32 requests, 22.4 -> 24.6.
 template <int kLanes, bool kShare>
 Launch plan_mask_launch(int64_t num_tokens, int64_t bsz, const GridScratch& scratch,

@@ -18,8 +18,7 @@ cudaError_t launch_preprocess_agreement(int64_t bsz, unsigned* sink, GridScratch
 // As launch_mask would launch for `bsz` requests of `num_tokens` tokens,
 // attn_mask_offsets_full having `mask_full_cols` columns.
 cudaError_t launch_mask_agreement(int64_t num_tokens, int64_t mask_full_cols, int64_t bsz,
-                                  unsigned* sink,
-                                  GridScratch scratch, cudaStream_t stream,
+                                  unsigned* sink, GridScratch scratch, cudaStream_t stream,
                                   const LaunchShape& shape = LaunchShape{});
 
 }  // namespace mtp
