@@ -164,11 +164,10 @@ def update_attn_mask_offsets(
     for i in range(bsz):
         # Requests' tokens are [cu[i], cu[i+1]) at most, cu never decreasing:
         # no two requests write one token. A skipped request writes none.
-        written = 0 if skipped(i) else int(n_all[i])
-        past_next = int(cu[i]) + written > int(cu[i + 1])
+        nxt = int(cu[i + 1])
         if skipped(i):
-            if past_next:
-                raise _bad(op, i, "cu_seqlens_q", f"{int(cu[i])} > next {int(cu[i + 1])}")
+            if int(cu[i]) > nxt:
+                raise _bad(op, i, "cu_seqlens_q", f"{int(cu[i])} > next {nxt}")
             continue
         E, S, q, n = int(enc[i]), int(dec[i]), int(cu[i]), int(n_all[i])
         if E < 0 or S < 0:
@@ -177,8 +176,8 @@ def update_attn_mask_offsets(
             raise _bad(op, i, "seq_lens_this_time", f"{n} is negative")
         if q < 0 or q + n > T:
             raise _bad(op, i, "cu_seqlens_q", f"tokens [{q}, {q + n}) outside {T}")
-        if past_next:
-            raise _bad(op, i, "cu_seqlens_q", f"tokens [{q}, {q + n}) past next {int(cu[i + 1])}")
+        if q + n > nxt:
+            raise _bad(op, i, "cu_seqlens_q", f"tokens [{q}, {q + n}) past next {nxt}")
         vision = E > 0 and decode_states[i, 0] == 2 and S > 0
         if E > 0 and not vision:
             if n > M:

@@ -9,7 +9,7 @@ import pytest
 from fastdeploy_mtp import ops, states
 from helpers import (assert_states_equal, assert_unchanged, gpu_available, preprocess_attrs,
                      prompts_state, run_mask_op, run_mask_ref, run_preprocess_op,
-                     run_preprocess_ref, to_numpy, to_tensors)
+                     run_preprocess_ref, skipped_mask_requests, to_numpy, to_tensors)
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not gpu_available(), reason="needs Paddle with CUDA and a GPU")]
@@ -115,12 +115,6 @@ def test_mask_cluster_blocks_agree_on_the_first_failing_request(bsz, bad, first)
     assert_unchanged(t, s)
 
 
-def _skipped_mask_requests(s):
-    block = s["is_block_step"].reshape(-1)
-    E, S = s["seq_lens_encoder"].reshape(-1), s["seq_lens_decoder"].reshape(-1)
-    return block | ((E == 0) & (S == 0))
-
-
 @pytest.mark.parametrize("bsz", [8, 64, 512, 4096])
 @pytest.mark.parametrize("skipped", [False, True])
 def test_overlapping_requests_are_refused_in_every_launch(bsz, skipped):
@@ -130,7 +124,7 @@ def test_overlapping_requests_are_refused_in_every_launch(bsz, skipped):
     s = states.mask_state(np.random.default_rng(bsz), bsz)
     n = s["seq_lens_this_time"].reshape(-1)
     cu = s["cu_seqlens_q"]
-    fit = _skipped_mask_requests(s) if skipped else (~_skipped_mask_requests(s)) & (n > 0)
+    fit = skipped_mask_requests(s) if skipped else ~skipped_mask_requests(s) & (n > 0)
     late, early = np.nonzero(fit[bsz // 2:])[0][0] + bsz // 2, np.nonzero(fit)[0][0]
     for i in (late, early):
         if skipped:
