@@ -924,10 +924,11 @@ cudaError_t with_mask_lanes(int64_t bsz, const LaunchShape& shape, F f) {
   }
 }
 
-// Calls f(std::bool_constant<shares_prompts(t)>).
+// Calls f(std::bool_constant<shares_prompts(t)>), false where `shape` says
+// never.
 template <typename F>
-cudaError_t with_prompt_sharing(const MaskTensors& t, F f) {
-  if (shares_prompts(t)) return f(std::true_type{});
+cudaError_t with_prompt_sharing(const MaskTensors& t, const LaunchShape& shape, F f) {
+  if (shape.share_long_prompts && shares_prompts(t)) return f(std::true_type{});
   return f(std::false_type{});
 }
 
@@ -949,7 +950,7 @@ cudaError_t launch_mask(const MaskTensors& t, int64_t bsz, Reporting out, GridSc
   if (bsz > kMaxBatch) return cudaErrorInvalidValue;
   return with_mask_lanes(bsz, shape, [&](auto lanes) {
     constexpr int kLanes = decltype(lanes)::value;
-    return with_prompt_sharing(t, [&](auto share) {
+    return with_prompt_sharing(t, shape, [&](auto share) {
       constexpr bool kShare = decltype(share)::value;
       const Launch l = plan_mask_launch<kLanes, kShare>(t.num_tokens, bsz, scratch, shape);
       return with_scope(l, scratch, [&](auto scope) {

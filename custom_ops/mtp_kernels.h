@@ -73,6 +73,11 @@ struct LaunchShape {
   // 8: the mask op at 64 requests, preprocess at 512).
   ClusterShape mask_cluster{512, 16, 512, 256};
   ClusterShape preprocess_cluster{128, 16, 128, 64};
+  // update_attn_mask_offsets: share out prompts of more than 64 tokens among
+  // their block's threads where the batch may have one (mtp_kernels.cu,
+  // SharedPrompts). Off, each prompt is walked by its own group of lanes:
+  // the same result, slower for long prompts (a switch for the graph probe).
+  bool share_long_prompts = true;
   // Programmatic dependent launch (sm_90 and later): the kernel may be
   // launched while the previous kernel on the stream still runs, and waits for
   // it to finish before its first memory access.

@@ -475,6 +475,7 @@ int main(int argc, char** argv) {
   }
   shaped("grid128", [](mtp::LaunchShape& s) { s.grid_threads = 128; });
   shaped("oneblock128", [](mtp::LaunchShape& s) { s.one_block_max = 128; });
+  shaped("no-share", [](mtp::LaunchShape& s) { s.share_long_prompts = false; });
   shaped("no-cluster", [](mtp::LaunchShape& s) { s.mask_cluster.blocks = 0; });
   shaped("cl-t256", [](mtp::LaunchShape& s) { s.mask_cluster.threads = 256; });
   // Clusters of 8 blocks (the eighth session's shapes) and thinner blocks.

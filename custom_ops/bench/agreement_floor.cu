@@ -53,7 +53,7 @@ cudaError_t launch_mask_agreement(int64_t num_tokens, int64_t mask_full_cols, in
   sizes.mask_full_cols = mask_full_cols;
   return with_mask_lanes(bsz, shape, [&](auto lanes) {
     constexpr int kLanes = decltype(lanes)::value;
-    return with_prompt_sharing(sizes, [&](auto share) {
+    return with_prompt_sharing(sizes, shape, [&](auto share) {
       constexpr bool kShare = decltype(share)::value;
       const Launch l = plan_mask_launch<kLanes, kShare>(num_tokens, bsz, scratch, shape);
       return launch_agreement(l, sink, scratch, stream);
