@@ -213,5 +213,22 @@ def mask_state(
     return s
 
 
+def widen_mask_full(s: State, cols: int, fill: Optional[int] = None) -> State:
+    """`s` (a mask state) with attn_mask_offsets_full widened to `cols` columns,
+    the prompts as drawn: a real engine's table has max_model_len columns, so
+    its batches of decodes run the kernels that may share out long prompts.
+    The new columns hold `fill`, or their column numbers where it is None."""
+    full = s["attn_mask_offsets_full"]
+    if cols < full.shape[1]:
+        raise ValueError(f"widen_mask_full: {cols} columns, fewer than the {full.shape[1]} it has")
+    wide = np.tile(np.arange(cols, dtype=np.int32), (full.shape[0], 1))
+    if fill is not None:
+        wide[:] = fill
+    wide[:, :full.shape[1]] = full
+    out = dict(s)
+    out["attn_mask_offsets_full"] = wide
+    return out
+
+
 def copy_state(s: State) -> State:
     return {k: v.copy() for k, v in s.items()}

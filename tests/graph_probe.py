@@ -53,10 +53,7 @@ def main() -> int:
               states.repeatable_preprocess_state(rng, bsz, num_model_step=K))
         m = states.mask_state(rng, bsz, mask_cols=args.mask_cols)
         if args.widen:
-            full = m["attn_mask_offsets_full"]
-            wide = np.tile(np.arange(args.widen, dtype=np.int32), (full.shape[0], 1))
-            wide[:, :full.shape[1]] = full
-            m["attn_mask_offsets_full"] = wide
+            m = states.widen_mask_full(m, args.widen)
         write(os.path.join(args.dir, f"b{bsz}_mask"), m)
     print(f"wrote states for bsz {args.bsz} to {args.dir}")
     return 0

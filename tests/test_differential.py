@@ -58,6 +58,24 @@ def test_mask_matches_reference(device, seed, bsz, extra_rows, padding, column):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@settings(SETTINGS, max_examples=60)
+@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 600), cols=st.integers(65, 1100))
+def test_mask_with_a_wide_full_table_matches_reference(device, seed, bsz, cols):
+    """A real engine's attn_mask_offsets_full has max_model_len columns: batches
+    of short prompts and decodes run the GPU kernels that may share out long
+    prompts. The columns past the drawn ones hold -1, which no request may
+    read; the results are those of the narrow table."""
+    narrow = states.mask_state(np.random.default_rng(seed), bsz)
+    s = states.widen_mask_full(narrow, cols, fill=-1)
+    want_out, want = run_mask_ref(s)
+    narrow_out, _ = run_mask_ref(narrow)
+    np.testing.assert_array_equal(want_out, narrow_out)
+    got_out, got = run_mask_op(s, device)
+    np.testing.assert_array_equal(got_out, want_out, err_msg=f"seed={seed} attn_mask_offsets")
+    assert_states_equal(got, want, f"seed={seed} bsz={bsz} cols={cols}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("bsz", [1, 512, 4096])
 @pytest.mark.parametrize("k", [1, 2, 5])
 def test_preprocess_large_batches(device, bsz, k):
