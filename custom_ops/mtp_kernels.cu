@@ -172,6 +172,8 @@ struct OneBlock {
   __device__ Verdict agree(Verdict v) const {
     return blockDim.x == 32 ? warp_agree(v) : block_agree(v);
   }
+  // The same, from a verdict the block already agrees on.
+  __device__ Verdict agree_blocks(Verdict block) const { return block; }
   // After the writes: true in one thread, once every thread has written.
   __device__ bool reporter() const {
     __syncthreads();
@@ -205,9 +207,10 @@ struct WholeGrid {
   // through shared memory: every warp of the grid reading every slot at once
   // (1024 warps x 128 slots at 8192 mask requests) queued at the few L2 lines
   // that hold them (Nsight Compute: a quarter of the mask kernel's stalls).
-  __device__ Verdict agree(Verdict v) const {
+  __device__ Verdict agree(Verdict v) const { return agree_blocks(block_agree(v)); }
+  // The same, from a verdict every thread of the block already holds.
+  __device__ Verdict agree_blocks(Verdict v) const {
     __shared__ unsigned long long grid_verdict;
-    v = block_agree(v);
     if (threadIdx.x == 0) scratch.slots[blockIdx.x] = slot_of(v);
     cg::this_grid().sync();
     if (threadIdx.x < 32) {
@@ -266,9 +269,10 @@ struct Cluster {
   __device__ int64_t first() const { return blockIdx.x * (int64_t)blockDim.x + threadIdx.x; }
   __device__ int64_t stride() const { return (int64_t)gridDim.x * blockDim.x; }
   __device__ bool leader() const { return blockIdx.x == 0 && threadIdx.x == 0; }
-  __device__ Verdict agree(Verdict v) const {
+  __device__ Verdict agree(Verdict v) const { return agree_blocks(block_agree(v)); }
+  // The same, from a verdict every thread of the block already holds.
+  __device__ Verdict agree_blocks(Verdict v) const {
     __shared__ unsigned long long slots[kMaxClusterBlocks];
-    v = block_agree(v);
     cg::cluster_group cluster = cg::this_cluster();
     asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every block runs
     const unsigned blocks = cluster.num_blocks();
@@ -299,19 +303,24 @@ __device__ void publish(BatchResult* dst, const BatchResult& r) {
   *reinterpret_cast<volatile int64_t*>(&dst->code) = r.code;
 }
 
-// The whole-batch agreement both kernels make once: every thread's verdict on
-// its share (the earliest failing request, kNone if none) becomes the
-// batch's. An error an earlier asynchronous call left pending (`pending_code`,
-// read by the leader) also stops the batch: it is marked deferred, and handed
-// to the host (and cleared) if this call is synchronous. On a failure the
-// leader reports it, worded by the serial `check(i)`, and the caller returns
-// without writing; on success a synchronous caller reports once it has
-// written (finish).
-template <typename Scope, typename CheckRequest>
-__device__ Verdict agree_on_batch(const Scope& scope, OpId op, const Reporting& out,
-                                  int64_t pending_code, Verdict mine, CheckRequest check) {
+// The whole-batch agreement both kernels make once (agree_on_batch): every
+// thread's verdict on its share (the earliest failing request, kNone if none)
+// becomes the batch's. An error an earlier asynchronous call left pending
+// (`pending_code`, read by the leader) also stops the batch: it is marked
+// deferred, and handed to the host (and cleared) if this call is synchronous.
+// On a failure the leader reports it, worded by the serial `check(i)`, and the
+// caller returns without writing; on success a synchronous caller reports
+// once it has written (finish).
+//
+// Puts the pending error in `mine`, before any thread agrees on it (only the
+// leader reads the error).
+__device__ void add_pending(Verdict& mine, int64_t pending_code) {
   if (pending_code != kOk) mine.bad = kPendingError;
-  const Verdict v = scope.agree(mine);
+}
+// The leader's report of the batch's verdict `v`, which every thread holds.
+template <typename Scope, typename CheckRequest>
+__device__ Verdict report_verdict(const Scope& scope, OpId op, const Reporting& out, Verdict v,
+                                  CheckRequest check) {
   if (v.bad == kNone || !scope.leader()) return v;
   if (v.bad == kPendingError) {
     BatchResult r = *out.pending;
@@ -332,6 +341,13 @@ __device__ Verdict agree_on_batch(const Scope& scope, OpId op, const Reporting& 
     }
   }
   return v;
+}
+template <typename Scope, typename CheckRequest>
+__device__ Verdict agree_on_batch(const Scope& scope, OpId op, const Reporting& out,
+                                  int64_t pending_code, Verdict mine, CheckRequest check) {
+  add_pending(mine, pending_code);
+  const Verdict v = scope.agree(mine);
+  return report_verdict(scope, op, out, v, check);
 }
 
 // After a successful batch's writes: a synchronous call reports (an
@@ -492,16 +508,32 @@ __device__ GroupCheck group_checks_mask(const MaskTensors& t, const MaskPlan& p,
 // `shared`), which every thread of the block walks: a group puts its request
 // in its own entry, each warp a bit a group in `warps`, then one block
 // barrier. No entry needs clearing: only the bits set by this launch are read.
+//
+// In one block or a cluster, the same barrier carries the block's verdict on
+// its other checks, so that a block with no long prompt (a batch of decodes,
+// in an engine whose attn_mask_offsets_full has max_model_len columns) agrees
+// with one barrier, as a kernel that shares nothing does: a barrier of its own
+// for the listing cost 0.5 us a step at 64 and at 512 requests (graph probe,
+// 1024 columns).
 template <int kLanes>
 struct SharedPrompts {
   static constexpr int kGroups = kMaskMaxThreads / kLanes;
+  static constexpr int kWarps = kMaskMaxThreads / 32;
   int64_t request[kGroups];
   int32_t q[kGroups];
   int32_t n[kGroups];
-  unsigned warps[kMaskMaxThreads / 32];
+  unsigned warps[kWarps];
+  unsigned bads[kWarps], anys[kWarps];  // each warp's verdict
 
-  // Every thread of the block calls it once, `shared` from its group.
-  __device__ void publish(int64_t i, const MaskPlan& p, bool shared, int sub) {
+  struct Listed {
+    Verdict block;  // kWithVerdict: the block's verdict, from every thread's `mine`
+    bool any;       // whether the block may have a prompt to walk
+  };
+  // Every thread of the block calls it once, `shared` from its group and
+  // `mine` its verdict on its requests but for the listed prompts' tokens.
+  // Without kWithVerdict, only the listing: `block` is `mine` and `any` true.
+  template <bool kWithVerdict>
+  __device__ Listed publish(int64_t i, const MaskPlan& p, bool shared, int sub, Verdict mine) {
     const int group = threadIdx.x / kLanes;
     const bool leads = shared && sub == 0;
     if (leads) {
@@ -510,8 +542,23 @@ struct SharedPrompts {
       n[group] = p.n;
     }
     const unsigned bits = __ballot_sync(kFullWarp, leads);
-    if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = bits;
+    const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (!kWithVerdict) {
+      if (lane == 0) warps[warp] = bits;
+      __syncthreads();
+      return Listed{mine, true};
+    }
+    const Verdict w = warp_agree(mine);
+    if (lane == 0) {
+      warps[warp] = bits;
+      bads[warp] = w.bad;
+      anys[warp] = w.any;
+    }
     __syncthreads();
+    const bool has = lane < blockDim.x / 32;
+    const unsigned listed = __reduce_or_sync(kFullWarp, has ? warps[lane] : 0u);
+    return Listed{warp_agree(has ? Verdict{bads[lane], anys[lane]} : Verdict{kNone, 0}),
+                  listed != 0};
   }
   // f(i, q, j, offset) for the tokens j of each listed request that are this
   // thread's share (j = threadIdx.x, + blockDim.x, ...), `offset` its column
@@ -574,9 +621,16 @@ __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t,
   scope.start();
   const Group<kLanes> g;
   // A group's first request: the groups of a block take consecutive requests,
-  // or, where long prompts are shared out in their block, every gridDim.x-th
-  // one, so that a batch's few long prompts land in different blocks.
-  const int64_t first = kShare ? (int64_t)(threadIdx.x / kLanes) * gridDim.x + blockIdx.x
+  // or, where long prompts are shared out in their block, requests spread
+  // over the blocks, so that a batch's few long prompts land in different
+  // blocks: every gridDim.x-th one a group, or, with 8 lanes a request or
+  // fewer, a run of kRun consecutive ones a warp (spreading a warp's 4 or
+  // more groups too made each of its loads of the requests' values 4 or more
+  // sectors; 4096 decodes, attn_mask_offsets_full 1024 columns wide: 1.5 us a
+  // step, graph probe).
+  constexpr int kRun = kLanes >= 16 ? 1 : 32 / kLanes;
+  const int64_t k = threadIdx.x / kLanes;
+  const int64_t first = kShare ? ((k / kRun) * gridDim.x + blockIdx.x) * kRun + k % kRun
                                : scope.first() / kLanes,
                 groups = scope.stride() / kLanes;
   // The first request's rows, computed before the wait.
@@ -587,7 +641,8 @@ __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t,
   const int64_t pending = read_pending_code(scope, pending_code);
   // This warp's first request, less its own: i - behind is the same in every
   // lane of the warp.
-  const int64_t behind = (int64_t)((threadIdx.x % 32) / kLanes) * (kShare ? gridDim.x : 1);
+  const int64_t behind =
+      (int64_t)((threadIdx.x % 32) / kLanes) * (kShare && kRun == 1 ? gridDim.x : 1);
   const MaskPlan kept = first < bsz ? plan_mask(own, first) : kNoRequest;
   const int32_t kept_offset = first < bsz ? first_offsets(own, first, g) : 0;
   // Every entry is written: zeros, then each request's odd entries. The output
@@ -600,12 +655,26 @@ __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t,
   if (!kept_check.ok) mine.bad = verdict_of(first);
   // Without kShare it is never touched: sized for one group, its least.
   __shared__ SharedPrompts<kShare ? kLanes : kMaskMaxThreads> shared;
-  if (kShare) {
-    shared.publish(first, kept, kept_check.shared, g.sub);
-    // A bad token fails its request (the earliest such request wins).
-    shared.for_my_tokens(t, [&](int64_t i, int32_t, int32_t, int32_t offset) {
-      if (!mask_offset_ok(offset) && verdict_of(i) < mine.bad) mine.bad = verdict_of(i);
-    });
+  // Where the block's verdict is agreed on with the listing (no prompt to
+  // walk, no group with a later request), it goes straight to the blocks'
+  // agreement. Not in a grid: there it made a step slower (widened states,
+  // 1024 requests: 12.9 -> 13.7 us), so a grid keeps the listing apart.
+  constexpr bool kVerdictWithListing = kShare && !std::is_same<Scope, WholeGrid>::value;
+  bool walks = false, agreed = false;
+  Verdict block{kNone, 0};
+  if constexpr (kShare) {
+    if (kVerdictWithListing) add_pending(mine, pending);
+    const auto listed = shared.template publish<kVerdictWithListing>(first, kept,
+                                                                      kept_check.shared, g.sub, mine);
+    walks = listed.any;
+    agreed = kVerdictWithListing && !walks && groups >= bsz;
+    block = listed.block;
+    if (walks) {
+      // A bad token fails its request (the earliest such request wins).
+      shared.for_my_tokens(t, [&](int64_t i, int32_t, int32_t, int32_t offset) {
+        if (!mask_offset_ok(offset) && verdict_of(i) < mine.bad) mine.bad = verdict_of(i);
+      });
+    }
   }
   for (int64_t i = first + groups; i - behind < bsz; i += groups) {
     const bool mine_too = i < bsz;
@@ -616,10 +685,16 @@ __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t,
       mine.bad = verdict_of(i);
   }
   auto check = [&](int64_t i) { return check_mask(t, plan_mask(t, i), i); };
-  const Verdict v = agree_on_batch(scope, kMaskOp, out, pending, mine, check);
+  Verdict v;
+  if constexpr (kShare) {
+    v = agreed ? report_verdict(scope, kMaskOp, out, scope.agree_blocks(block), check)
+               : agree_on_batch(scope, kMaskOp, out, pending, mine, check);
+  } else {
+    v = agree_on_batch(scope, kMaskOp, out, pending, mine, check);
+  }
   if (v.bad != kNone) return;
   if (first < bsz) group_writes_mask(own, kept, first, kept_offset, g, kept_check.shared);
-  if (kShare) {
+  if (walks) {
     shared.for_my_tokens(t, [&](int64_t, int32_t q, int32_t j, int32_t offset) {
       t.out[2 * ((int64_t)q + j) + 1] = prompt_end(offset);
     });

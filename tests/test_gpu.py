@@ -282,6 +282,97 @@ def test_a_bad_short_request_before_a_bad_long_prompt_is_the_one_named():
     assert_unchanged(t, s)
 
 
+# -- a wide attn_mask_offsets_full: a real engine's has max_model_len columns,
+# so its batches of decodes and short prompts run the kernels that may share
+# out long prompts. Where a block has none to walk, it agrees on its verdict
+# with the listing's barrier (one block, a cluster); with 8 lanes a request, a
+# warp's requests are consecutive ---------------------------------------------
+
+def _wide(bsz, seed=None):
+    """A mask state of `bsz` requests whose attn_mask_offsets_full has 1024
+    columns, those past the drawn ones -1 (read by no request)."""
+    s = states.widen_mask_full(states.mask_state(np.random.default_rng(
+        bsz if seed is None else seed), bsz), 1024, fill=-1)
+    assert s["cu_seqlens_q"][-1] > 64  # else no launch may share prompts out
+    return s
+
+
+@pytest.mark.parametrize("bsz", [24, 33, 64, 512, 1024, 2048, 4096, 8192])
+def test_wide_tables_match_the_reference(bsz):
+    """24: one block; 33 to 512: one cluster; 1024 up: a grid (8 lanes a
+    request past 2048)."""
+    _assert_mask_like_reference(_wide(bsz))
+
+
+@pytest.mark.parametrize("bsz, bad, first", [(24, (23, 9), 9), (64, (63, 40, 9), 9),
+                                             (512, (511, 480, 260), 260),
+                                             (4096, (4000, 3001), 3001)])
+def test_wide_tables_agree_on_the_first_failing_request(bsz, bad, first):
+    """Failures in several warps and blocks, none of them in the first warp of
+    its block: the earliest is named and nothing is written."""
+    s = _wide(bsz)
+    for i in bad:
+        _break_mask_request(s, i)
+    t = to_tensors(s, "gpu")
+    with pytest.raises(ops.BadInputError, match=f"request {first}: seq_lens_this_time"):
+        ops.update_attn_mask_offsets(**t)
+    assert_unchanged(t, s)
+
+
+@pytest.mark.parametrize("bsz", [24, 64])
+def test_an_earlier_asynchronous_failure_stops_a_wide_batch(bsz):
+    """The pending error goes into the verdict agreed on with the listing."""
+    import os
+
+    bad = _wide(40, seed=3)
+    _break_mask_request(bad, 30)
+    t_bad = to_tensors(bad, "gpu")
+    os.environ["FASTDEPLOY_MTP_ASYNC_MASK"] = "1"
+    try:
+        ops.update_attn_mask_offsets(**t_bad)
+    finally:
+        del os.environ["FASTDEPLOY_MTP_ASYNC_MASK"]
+    good = _wide(bsz)
+    t = to_tensors(good, "gpu")
+    with pytest.raises(ops.BadInputError, match="earlier asynchronous call.*request 30"):
+        ops.update_attn_mask_offsets(**t)
+    assert_unchanged(t, good)
+    assert_unchanged(t_bad, bad)
+
+
+def test_a_wide_batch_on_a_stream_first_seen_inside_a_capture():
+    """A stream first seen inside a capture has no grid scratch, so a batch
+    past one cluster runs as one block whose groups take several requests in
+    turn: a failure in a later request still stops the batch."""
+    import os
+
+    import paddle
+
+    graphs = pytest.importorskip("paddle.device.cuda.graphs")
+    rng = np.random.default_rng(36)
+    _warm_up(states.preprocess_state(rng, 8, num_model_step=2), states.mask_state(rng, 64),
+             preprocess_attrs(2))
+    m = _wide(4096)
+    _break_mask_request(m, 4000)
+    t = to_tensors(m, "gpu")
+    side = paddle.device.cuda.Stream()
+    os.environ["FASTDEPLOY_MTP_ASYNC_MASK"] = "1"
+    try:
+        with paddle.device.cuda.stream_guard(side):
+            g = graphs.CUDAGraph()
+            g.capture_begin()
+            ops.update_attn_mask_offsets(**t)
+            g.capture_end()
+            g.replay()
+        side.synchronize()
+    finally:
+        del os.environ["FASTDEPLOY_MTP_ASYNC_MASK"]
+    assert_unchanged(t, m)
+    with pytest.raises(ops.BadInputError, match="earlier asynchronous call.*request 4000"):
+        ops.raise_pending_errors(t["seq_lens_decoder"])
+    g.reset()
+
+
 @pytest.mark.parametrize("bsz, seed", [(1, 50), (64, 41), (4096, 41)])
 def test_the_mask_kernel_waits_for_the_kernel_before_it(bsz, seed):
     """The kernel before it on the stream lets it launch early (a programmatic
