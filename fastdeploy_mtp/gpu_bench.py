@@ -188,6 +188,10 @@ GRAPH_BSZ = (1, 64, 512, 1024, 4096, 8192)
 # (max_model_len columns), so its prompts run to thousands of tokens.
 LONG_PROMPT_BSZ = (1, 8, 64, 512)
 LONG_PROMPT_COLS = 4096
+# The third: the first table's draws, attn_mask_offsets_full widened to this
+# many columns, as a real engine's is. Its batches of decodes and short prompts
+# then run the kernels that may share out long prompts.
+WIDE_TABLE_COLS = 1024
 MASK_CALLS = 3  # update_attn_mask_offsets calls in one captured step (K = 3 substeps)
 
 
@@ -206,13 +210,14 @@ def _replay_us(graph, steps_in_graph: int, replays: int) -> float:
 
 
 def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50, rounds: int = 5,
-                print_fn=print, mask_cols=None) -> None:
+                print_fn=print, mask_cols=None, widen=None) -> None:
     """One captured step (preprocess with not_need_stop on the GPU, then
     MASK_CALLS mask calls) against a captured graph of as many empty kernels,
     and against the same launches with kernels that only agree (the floor the
     launch shapes put under the step, before any request is read).
     `mask_cols`: attn_mask_offsets_full's columns, which bound a prompt's
-    tokens (states.mask_state's short default unless given)."""
+    tokens (states.mask_state's short default unless given); `widen`: then
+    give attn_mask_offsets_full that many columns, the prompts as drawn."""
     import paddle
     from paddle.device.cuda import graphs
 
@@ -226,6 +231,8 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
     print_fn("")
     prompts = (f"prompts of up to {mask_cols} tokens" if mask_cols else
                "the short prompts of states.mask_state")
+    if widen:
+        prompts += f", attn_mask_offsets_full {widen} columns wide"
     print_fn(f"captured step (CUDA graph replay): draft_model_preprocess + {MASK_CALLS} x "
              f"update_attn_mask_offsets, {prompts}, per step (us); {steps_in_graph} steps a "
              f"graph, medians of {rounds} rounds of {replays} replays")
@@ -235,6 +242,8 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
     for bsz in bsz_list:
         s = states.repeatable_preprocess_state(rng, bsz, num_model_step=K)
         m = states.mask_state(rng, bsz, mask_cols=mask_cols)
+        if widen:
+            m = states.widen_mask_full(m, widen)
         tokens = m["ids_remove_padding"].shape[0]
         pre, mask = _gpu_state(s, place, True), _gpu_state(m, place)
         ops.draft_model_preprocess(**pre, **attrs)  # warm-up: error record, grid scratch
@@ -284,4 +293,5 @@ def main(args) -> int:
         run(args.bsz, args.calls, args.rounds)
     graph_table()
     graph_table(LONG_PROMPT_BSZ, mask_cols=LONG_PROMPT_COLS)
+    graph_table(widen=WIDE_TABLE_COLS)
     return 0
