@@ -30,6 +30,17 @@ def _break_mask_request(s, i):
     s["seq_lens_decoder"][i] = 3
 
 
+def _assert_earliest_broken_is_named(s, bad, device="gpu"):
+    """Breaks requests `bad` of mask state `s`: the op names the earliest and
+    changes nothing."""
+    for i in bad:
+        _break_mask_request(s, i)
+    t = to_tensors(s, device)
+    with pytest.raises(ops.BadInputError, match=f"request {min(bad)}: seq_lens_this_time"):
+        ops.update_attn_mask_offsets(**t)
+    assert_unchanged(t, s)
+
+
 def _assert_mask_like_reference(s):
     """The GPU op leaves the output and every tensor as the numpy reference does."""
     want_out, want = run_mask_ref(s)
@@ -90,13 +101,8 @@ def test_preprocess_cluster_blocks_agree_on_the_first_failing_request(bsz, bad, 
 
 
 def test_mask_blocks_agree_on_the_first_failing_request():
-    s = states.mask_state(np.random.default_rng(12), 4096)
-    for i in (3000, 1500):
-        _break_mask_request(s, i)
-    t = to_tensors(s, "gpu")
-    with pytest.raises(ops.BadInputError, match="request 1500: seq_lens_this_time"):
-        ops.update_attn_mask_offsets(**t)
-    assert_unchanged(t, s)
+    _assert_earliest_broken_is_named(states.mask_state(np.random.default_rng(12), 4096),
+                                     (3000, 1500))
 
 
 @pytest.mark.parametrize("bsz, bad, first", [(33, (32, 20), 20), (64, (63, 40, 9), 9),
@@ -106,13 +112,8 @@ def test_mask_cluster_blocks_agree_on_the_first_failing_request(bsz, bad, first)
     """33 to 512 requests run as one thread-block cluster (sm_90; up to 16
     blocks where the device has room for them): failures in several of its
     blocks, the earliest is reported and nothing is written."""
-    s = states.mask_state(np.random.default_rng(bsz), bsz)
-    for i in bad:
-        _break_mask_request(s, i)
-    t = to_tensors(s, "gpu")
-    with pytest.raises(ops.BadInputError, match=f"request {first}: seq_lens_this_time"):
-        ops.update_attn_mask_offsets(**t)
-    assert_unchanged(t, s)
+    assert first == min(bad)
+    _assert_earliest_broken_is_named(states.mask_state(np.random.default_rng(bsz), bsz), bad)
 
 
 @pytest.mark.parametrize("bsz", [8, 64, 512, 4096])
@@ -310,13 +311,8 @@ def test_wide_tables_match_the_reference(bsz):
 def test_wide_tables_agree_on_the_first_failing_request(bsz, bad, first):
     """Failures in several warps and blocks, none of them in the first warp of
     its block: the earliest is named and nothing is written."""
-    s = _wide(bsz)
-    for i in bad:
-        _break_mask_request(s, i)
-    t = to_tensors(s, "gpu")
-    with pytest.raises(ops.BadInputError, match=f"request {first}: seq_lens_this_time"):
-        ops.update_attn_mask_offsets(**t)
-    assert_unchanged(t, s)
+    assert first == min(bad)
+    _assert_earliest_broken_is_named(_wide(bsz), bad)
 
 
 @pytest.mark.parametrize("bsz", [24, 64])
