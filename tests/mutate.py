@@ -6,10 +6,10 @@ Not collected by pytest and not run in CI (it rebuilds the op library for
 every C++ mutation: about a minute each). Each mutation is applied to a scratch
 copy of the repository (``git ls-files`` plus uncommitted changes), the op
 library is built there (a C++ mutant gets its own build), and the test suite
-runs with ``-x``; a mutation is *killed* when the suite fails, *survived* when
-it passes. The unmutated copy runs first and must pass; a mutant that does not
-build is reported as broken (a mutation set must hold realistic bugs, not
-typos). ``--device gpu`` runs the CUDA-driver mutations (GPU tests only) on a
+runs with ``-x``; a mutation is *killed* when the suite fails (or hangs past
+SUITE_TIMEOUT_S), *survived* when it passes. The unmutated copy runs first
+and must pass; a mutant that does not build is reported as broken (a mutation
+set must hold realistic bugs, not typos). ``--device gpu`` runs the CUDA-driver mutations (GPU tests only) on a
 machine with paddlepaddle-gpu. Exits 1 if any mutation survived, 2 if one no
 longer applies (its original text is not in the file exactly once) or does
 not build.
@@ -267,6 +267,13 @@ def _copy(root: Path) -> None:
         shutil.copy2(REPO / f, root / f)
 
 
+# A mutant may corrupt the heap (a bound off by one lets the CPU op write past
+# a tensor) and leave the test process waiting forever on a lock: a hung suite
+# fails as surely as a failing one (CI would stop it). The suites take 20 s
+# (CPU) to 75 s (GPU) unmutated.
+SUITE_TIMEOUT_S = 600
+
+
 def _run_tests(root: Path, tests: list, cache: Path) -> tuple:
     """(verdict, last line): build the library, then the suite with -x."""
     env = dict(os.environ, FASTDEPLOY_MTP_BUILD="1", FASTDEPLOY_MTP_CACHE=str(cache),
@@ -276,9 +283,13 @@ def _run_tests(root: Path, tests: list, cache: Path) -> tuple:
                            text=True)
     if build.returncode != 0:
         return "broken", (build.stderr.strip().splitlines() or [""])[-1][:120]
-    r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                        *[t for t in tests if (root / t).exists()]],
-                       cwd=root, env=env, capture_output=True, text=True)
+    try:
+        r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                            *[t for t in tests if (root / t).exists()]],
+                           cwd=root, env=env, capture_output=True, text=True,
+                           timeout=SUITE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return "killed", f"the suite hung: stopped after {SUITE_TIMEOUT_S} s"
     last = (r.stdout.strip().splitlines() or [""])[-1]
     return ("killed" if r.returncode != 0 else "survived"), last
 
