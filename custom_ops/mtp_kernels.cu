@@ -685,6 +685,9 @@ __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t,
       mine.bad = verdict_of(i);
   }
   auto check = [&](int64_t i) { return check_mask(t, plan_mask(t, i), i); };
+  // Spelled with `if constexpr`: as one conditional expression, the compiler
+  // reordered the one-block kernels that share nothing (their SASS is kept
+  // as it was measured).
   Verdict v;
   if constexpr (kShare) {
     v = agreed ? report_verdict(scope, kMaskOp, out, scope.agree_blocks(block), check)

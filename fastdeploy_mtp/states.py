@@ -221,9 +221,10 @@ def widen_mask_full(s: State, cols: int, fill: Optional[int] = None) -> State:
     full = s["attn_mask_offsets_full"]
     if cols < full.shape[1]:
         raise ValueError(f"widen_mask_full: {cols} columns, fewer than the {full.shape[1]} it has")
-    wide = np.tile(np.arange(cols, dtype=np.int32), (full.shape[0], 1))
-    if fill is not None:
-        wide[:] = fill
+    if fill is None:
+        wide = np.tile(np.arange(cols, dtype=np.int32), (full.shape[0], 1))
+    else:
+        wide = np.full((full.shape[0], cols), fill, np.int32)
     wide[:, :full.shape[1]] = full
     out = dict(s)
     out["attn_mask_offsets_full"] = wide

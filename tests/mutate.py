@@ -9,10 +9,10 @@ library is built there (a C++ mutant gets its own build), and the test suite
 runs with ``-x``; a mutation is *killed* when the suite fails (or hangs past
 SUITE_TIMEOUT_S), *survived* when it passes. The unmutated copy runs first
 and must pass; a mutant that does not build is reported as broken (a mutation
-set must hold realistic bugs, not typos). ``--device gpu`` runs the CUDA-driver mutations (GPU tests only) on a
-machine with paddlepaddle-gpu. Exits 1 if any mutation survived, 2 if one no
-longer applies (its original text is not in the file exactly once) or does
-not build.
+set must hold realistic bugs, not typos). ``--device gpu`` runs the
+CUDA-driver mutations (GPU tests only) on a machine with paddlepaddle-gpu.
+Exits 1 if any mutation survived, 2 if one no longer applies (its original
+text is not in the file exactly once) or does not build.
 """
 
 from __future__ import annotations
