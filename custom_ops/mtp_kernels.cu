@@ -624,11 +624,14 @@ __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t,
   // or, where long prompts are shared out in their block, requests spread
   // over the blocks, so that a batch's few long prompts land in different
   // blocks: every gridDim.x-th one a group, or, with 8 lanes a request or
-  // fewer, a run of kRun consecutive ones a warp (spreading a warp's 4 or
-  // more groups too made each of its loads of the requests' values 4 or more
-  // sectors; 4096 decodes, attn_mask_offsets_full 1024 columns wide: 1.5 us a
-  // step, graph probe).
-  constexpr int kRun = kLanes >= 16 ? 1 : 32 / kLanes;
+  // fewer, or 16 in a grid, a run of kRun consecutive ones a warp (spreading
+  // a warp's groups too made each of its loads of the requests' values as
+  // many sectors; attn_mask_offsets_full 1024 columns wide, graph probe: 4096
+  // decodes 1.5 us a step, 2048 0.65). Runs at 16 lanes in one block or a
+  // cluster cost long prompts 6% (32 and 512 requests), so there groups stay
+  // spread.
+  constexpr bool kGrid = std::is_same<Scope, WholeGrid>::value;
+  constexpr int kRun = kLanes >= 32 || (kLanes == 16 && !kGrid) ? 1 : 32 / kLanes;
   const int64_t k = threadIdx.x / kLanes;
   const int64_t first = kShare ? ((k / kRun) * gridDim.x + blockIdx.x) * kRun + k % kRun
                                : scope.first() / kLanes,
@@ -658,8 +661,10 @@ __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t,
   // Where the block's verdict is agreed on with the listing (no prompt to
   // walk, no group with a later request), it goes straight to the blocks'
   // agreement. Not in a grid: there it made a step slower (widened states,
-  // 1024 requests: 12.9 -> 13.7 us), so a grid keeps the listing apart.
-  constexpr bool kVerdictWithListing = kShare && !std::is_same<Scope, WholeGrid>::value;
+  // 1024 requests: 12.9 -> 13.7 us), and so did skipping the walks where a
+  // block lists nothing (__syncthreads_or: 12.8 -> 13.3), with no spills;
+  // so a grid keeps the listing apart, and walks.
+  constexpr bool kVerdictWithListing = kShare && !kGrid;
   bool walks = false, agreed = false;
   Verdict block{kNone, 0};
   if constexpr (kShare) {

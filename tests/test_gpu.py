@@ -286,8 +286,8 @@ def test_a_bad_short_request_before_a_bad_long_prompt_is_the_one_named():
 # -- a wide attn_mask_offsets_full: a real engine's has max_model_len columns,
 # so its batches of decodes and short prompts run the kernels that may share
 # out long prompts. Where a block has none to walk, it agrees on its verdict
-# with the listing's barrier (one block, a cluster); with 8 lanes a request, a
-# warp's requests are consecutive ---------------------------------------------
+# with the listing's barrier (one block, a cluster); with 8 lanes a request, or
+# 16 in a grid, a warp's requests are consecutive -----------------------------
 
 def _wide(bsz, seed=None):
     """A mask state of `bsz` requests whose attn_mask_offsets_full has 1024
@@ -300,13 +300,14 @@ def _wide(bsz, seed=None):
 
 @pytest.mark.parametrize("bsz", [24, 33, 64, 512, 1024, 2048, 4096, 8192])
 def test_wide_tables_match_the_reference(bsz):
-    """24: one block; 33 to 512: one cluster; 1024 up: a grid (8 lanes a
-    request past 2048)."""
+    """24: one block; 33 to 512: one cluster; 1024 up: a grid (16 lanes a
+    request at 2048, a warp's two requests consecutive; 8 lanes past 2048)."""
     _assert_mask_like_reference(_wide(bsz))
 
 
 @pytest.mark.parametrize("bsz, bad, first", [(24, (23, 9), 9), (64, (63, 40, 9), 9),
                                              (512, (511, 480, 260), 260),
+                                             (2048, (2047, 1500, 1025), 1025),
                                              (4096, (4000, 3001), 3001)])
 def test_wide_tables_agree_on_the_first_failing_request(bsz, bad, first):
     """Failures in several warps and blocks, none of them in the first warp of
