@@ -74,7 +74,7 @@ struct LaunchShape {
   ClusterShape mask_cluster{512, 16, 512, 256};
   ClusterShape preprocess_cluster{128, 16, 128, 64};
   // update_attn_mask_offsets: share out prompts of more than 64 tokens among
-  // their block's threads where the batch may have one (mtp_kernels.cu,
+  // their block's threads where the batch may have one (mask_kernel.cuh,
   // SharedPrompts). Off, each prompt is walked by its own group of lanes:
   // the same result, slower for long prompts (a switch for the graph probe).
   bool share_long_prompts = true;

@@ -89,16 +89,25 @@ def cuda_include_dirs() -> List[str]:
     return [str(d) for d in (Path(home) / "include", Path(home) / "include" / "cccl") if d.is_dir()]
 
 
+# What the build compiles or includes: C++ and CUDA sources and headers (.cuh:
+# device code, included by mtp_kernels.cu only).
+SOURCE_SUFFIXES = (".h", ".cuh", ".cc", ".cu")
+
+
+def hashed_sources(*also: Path) -> List[Path]:
+    """The files source_hash reads: those of custom_ops/ and of the folders `also`."""
+    return sorted(f for d in (SOURCE_DIR, *also) for f in d.glob("*") if f.suffix in SOURCE_SUFFIXES)
+
+
 def source_hash(cuda: bool, *also: Path) -> str:
     """Changes whenever a source, a header, the flags or the Paddle version does
     (the sources of custom_ops/, and of the folders `also` names)."""
     import paddle
 
     h = hashlib.sha256()
-    for p in sorted(f for d in (SOURCE_DIR, *also) for f in d.glob("*")):
-        if p.suffix in (".h", ".cc", ".cu"):
-            h.update(p.name.encode())
-            h.update(p.read_bytes())
+    for p in hashed_sources(*also):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
     h.update(repr((compile_flags(cuda), link_flags(cuda))).encode())
     h.update(paddle.__version__.encode())
     h.update(sys.version.encode())

@@ -12,8 +12,10 @@ cd "$(dirname "$0")/.."
 rev="${1:-HEAD}"
 out=build/probe
 mkdir -p "$out/old"
-for f in mtp_kernels.cu mtp_kernels.h mtp_bookkeeping.h; do
-  git show "$rev:custom_ops/$f" > "$out/old/$f"
+rm -f "$out"/old/*
+# Every source of custom_ops/ at REV (the kernels' headers vary by revision).
+for f in $(git ls-tree --name-only "$rev" custom_ops/ | grep -E '\.(h|cuh|cu)$'); do
+  git show "$rev:$f" > "$out/old/$(basename "$f")"
 done
 python3 tests/graph_probe.py "$out/states"
 f=(-std=c++17 -O3 -gencode arch=compute_90,code=sm_90)

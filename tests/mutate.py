@@ -31,7 +31,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 H = "custom_ops/mtp_bookkeeping.h"
 CPU = "custom_ops/mtp_cpu.h"
-CU = "custom_ops/mtp_kernels.cu"
+AGREE = "custom_ops/agreement.cuh"
+PRE_KERNEL = "custom_ops/preprocess_kernel.cuh"
+MASK_KERNEL = "custom_ops/mask_kernel.cuh"
 CHK = "custom_ops/tensor_checks.h"
 REF = "fastdeploy_mtp/reference.py"
 SLOTS = "fastdeploy_mtp/slots.py"
@@ -39,6 +41,7 @@ PROP = "fastdeploy_mtp/proposer.py"
 SIM = "fastdeploy_mtp/simulate.py"
 ORACLE = "fastdeploy_mtp/draft_check.py"
 OPS = "fastdeploy_mtp/ops.py"
+BUILD = "fastdeploy_mtp/_build.py"
 
 
 @dataclass(frozen=True)
@@ -141,57 +144,57 @@ MUTATIONS = [
              "if (!(x.written && y.written) || x.cpu != y.cpu) continue;"),
     Mutation("None not refused", CHK, "MTP_CHECK(t.defined(),", "MTP_CHECK(true || t.defined(),"),
     # -- the CUDA driver (GPU only) -----------------------------------------------
-    Mutation("GPU reports a thread's last failure", CU,
+    Mutation("GPU reports a thread's last failure", PRE_KERNEL,
              "if (mine.bad == kNone && preprocess_failures(t, p) != 0) mine.bad = verdict_of(i);",
              "if (preprocess_failures(t, p) != 0) mine.bad = verdict_of(i);", device="gpu"),
-    Mutation("GPU ignores the pending error", CU, "if (pending_code != kOk) mine.bad = kPendingError;",
-             "", device="gpu"),
-    Mutation("GPU agreement reads the first slots only", CU,
+    Mutation("GPU ignores the pending error", AGREE,
+             "if (pending_code != kOk) mine.bad = kPendingError;", "", device="gpu"),
+    Mutation("GPU agreement reads the first slots only", AGREE,
              "      for (unsigned k = lane + 32 * kSlotsAtOnce; k < gridDim.x; k += 32) g = combine(g, slot(k));\n",
              "", device="gpu"),
-    Mutation("GPU not_need_stop from one block", CU,
+    Mutation("GPU not_need_stop from one block", AGREE,
              "return verdict_in(__ldcg(scratch.slots + k)); }",
              "return Verdict{verdict_in(__ldcg(scratch.slots + k)).bad, "
              "verdict_in(__ldcg(scratch.slots + blockIdx.x)).any}; }", device="gpu"),
-    Mutation("GPU one-warp block skips the warp agreement", CU,
+    Mutation("GPU one-warp block skips the warp agreement", AGREE,
              "return blockDim.x == 32 ? warp_agree(v) : block_agree(v);",
              "return blockDim.x == 32 ? v : block_agree(v);", device="gpu"),
-    Mutation("GPU grid verdict from one lane of the slot readers", CU,
+    Mutation("GPU grid verdict from one lane of the slot readers", AGREE,
              "      g = warp_agree(g);\n      if (lane == 0) grid_verdict = slot_of(g);",
              "      if (lane == 0) grid_verdict = slot_of(g);", device="gpu"),
-    Mutation("GPU mask kernel does not wait for the kernel before it", CU,
+    Mutation("GPU mask kernel does not wait for the kernel before it", MASK_KERNEL,
              "  const int64_t* pending_code = pending_code_now(scope, out);\n"
              "  wait_for_previous_kernel();\n",
              "  const int64_t* pending_code = pending_code_now(scope, out);\n",
-             nth=1, device="gpu"),
-    Mutation("GPU one-block mask skips the request checks", CU,
+             device="gpu"),
+    Mutation("GPU one-block mask skips the request checks", MASK_KERNEL,
              "kBranchFree ? mask_request_failures(t, p) == 0 :",
              "kBranchFree ? true :", device="gpu"),
-    Mutation("GPU cluster block keeps its own verdict", CU,
+    Mutation("GPU cluster block keeps its own verdict", AGREE,
              "return warp_agree(lane < blocks ? verdict_in(slots[lane]) : Verdict{kNone, 0});",
              "return v;", device="gpu"),
-    Mutation("GPU cluster agreement reads the portable 8 slots only", CU,
+    Mutation("GPU cluster agreement reads the portable 8 slots only", AGREE,
              "return warp_agree(lane < blocks ? verdict_in(slots[lane]) : Verdict{kNone, 0});",
              "return warp_agree(lane < blocks && lane < kPortableClusterBlocks ? "
              "verdict_in(slots[lane]) : Verdict{kNone, 0});", device="gpu"),
-    Mutation("GPU shared prompt walk skips tokens", CU,
+    Mutation("GPU shared prompt walk skips tokens", MASK_KERNEL,
              "for (int32_t j0 = threadIdx.x; j0 < rn; j0 += kAtOnce * step) {",
              "for (int32_t j0 = threadIdx.x; j0 < rn; j0 += (kAtOnce + 1) * step) {", device="gpu"),
-    Mutation("GPU shared prompt tokens go unchecked", CU,
+    Mutation("GPU shared prompt tokens go unchecked", MASK_KERNEL,
              "if (!mask_offset_ok(offset) && verdict_of(i) < mine.bad) mine.bad = verdict_of(i);",
              "", device="gpu"),
-    Mutation("GPU a shared prompt's failure names the block's last request", CU,
+    Mutation("GPU a shared prompt's failure names the block's last request", MASK_KERNEL,
              "if (!mask_offset_ok(offset) && verdict_of(i) < mine.bad) mine.bad = verdict_of(i);",
              "if (!mask_offset_ok(offset)) mine.bad = verdict_of(i);", device="gpu"),
-    Mutation("GPU block verdict agreed with the listing is its warp's", CU,
+    Mutation("GPU block verdict agreed with the listing is its warp's", MASK_KERNEL,
              "return Listed{warp_agree(has ? Verdict{bads[lane], anys[lane]} : Verdict{kNone, 0}),",
              "return Listed{w,", device="gpu"),
-    Mutation("GPU verdict agreed with the listing ignores the pending error", CU,
+    Mutation("GPU verdict agreed with the listing ignores the pending error", MASK_KERNEL,
              "if (kVerdictWithListing) add_pending(mine, pending);", "", device="gpu"),
-    Mutation("GPU verdict agreed with the listing forgets later requests", CU,
+    Mutation("GPU verdict agreed with the listing forgets later requests", MASK_KERNEL,
              "agreed = kVerdictWithListing && !walks && groups >= bsz;",
              "agreed = kVerdictWithListing && !walks;", device="gpu"),
-    Mutation("GPU a warp's run of requests skips one", CU,
+    Mutation("GPU a warp's run of requests skips one", MASK_KERNEL,
              "* kRun + k % kRun", "* kRun + k % kRun / 2 * 2", device="gpu"),
     # -- the numpy reference -------------------------------------------------------
     Mutation("reference rollback sign", REF, "rollback[i] += S_old - int(dec[i])",
@@ -224,6 +227,9 @@ MUTATIONS = [
     # -- the wrappers -------------------------------------------------------------------
     Mutation("grad not refused", OPS, "if not t.stop_gradient or not t.is_contiguous():",
              "if not t.is_contiguous():"),
+    # -- the build ------------------------------------------------------------------------
+    Mutation("kernel headers left out of the build's hash", BUILD,
+             'SOURCE_SUFFIXES = (".h", ".cuh", ".cc", ".cu")', 'SOURCE_SUFFIXES = (".h", ".cc", ".cu")'),
 ]
 
 # Test files in the order that kills fastest (cheap, broad ones first).

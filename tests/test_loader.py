@@ -63,3 +63,20 @@ def test_no_paddle_chatter_on_the_terminal():
     assert r.returncode == 0, r.stderr
     for chatter in ("ccache", "using custom operator", "Compiling user custom op"):
         assert chatter not in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_every_header_the_sources_include_is_hashed():
+    """A header left out of source_hash would leave a stale build in place
+    after it changed (and a mutant of it would test the unmutated library)."""
+    import re
+
+    bench = _build.SOURCE_DIR / "bench"
+    hashed = {p.resolve() for p in _build.hashed_sources(bench)}
+    included = set()
+    for src in hashed:
+        for name in re.findall(r'^#include "([^"]+)"', src.read_text(), re.M):
+            target = (src.parent / name).resolve()
+            if target.is_file():  # else a -I path outside custom_ops (Paddle's)
+                included.add(target)
+    assert any(p.suffix == ".cuh" for p in included)  # the kernels' headers are seen
+    assert included <= hashed, sorted(str(p) for p in included - hashed)
