@@ -5,12 +5,13 @@
 // the first failing request (and on whether any request runs), and only then
 // do they write, the first request of each thread from the plan it already
 // holds (draft_model_preprocess: a thread a request; update_attn_mask_offsets:
-// a group of lanes a request, see Group). Up to LaunchShape::one_block_max
-// threads of work (preprocess_one_block_max requests) that is one block
-// (an agreement in shared memory). Past it, the kernel runs as a cooperative
-// grid, every block resident at once, and the blocks agree through per-block
-// slots and one grid barrier, also inside a CUDA graph capture (where the
-// stream's scratch was made by a warm-up call).
+// a group of lanes a request, see Group). A small batch is one block (an
+// agreement in shared memory); on sm_90 a middle one is one thread-block
+// cluster (the blocks agree through each other's shared memory); past that,
+// the kernel runs as a cooperative grid, every block resident at once, and
+// the blocks agree through per-block slots and one grid barrier, also inside
+// a CUDA graph capture (where the stream's scratch was made by a warm-up
+// call). LaunchShape holds the sizes at which each takes over.
 //
 // A captured step is a chain of short kernels, so what costs is latency: each
 // kernel has one agreement, and on sm_90 each is launched as a programmatic
