@@ -8,7 +8,7 @@ per-request check passes (the bad-input tests break them on purpose).
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 
@@ -147,14 +147,23 @@ def mask_state(
     padding_tokens: int = 0,
     column_vectors: bool = False,
     mask_cols: Optional[int] = None,
+    branches: Optional[Sequence[str]] = None,
+    prompt_tokens: Optional[int] = None,
 ) -> State:
     """A valid input of update_attn_mask_offsets for `bsz` requests (`mask_cols`:
     the columns of attn_mask_offsets_full, which bound a prompt's tokens;
-    random in [4, 48) unless given)."""
+    random in [4, 48) unless given). Each request's branch (MASK_BRANCHES) is
+    drawn unless `branches` names them, and a prompt's tokens in [0, mask_cols]
+    unless `prompt_tokens` says; what is not given is drawn as always, in the
+    same order."""
     N = bsz + extra_rows
     M = int(rng.integers(4, 48))   # attn_mask_offsets_full columns (max_model_len)
     if mask_cols is not None:
         M = mask_cols
+    if branches is not None and (len(branches) != bsz or not set(branches) <= set(MASK_BRANCHES)):
+        raise ValueError(f"mask_state: branches must be {bsz} of {MASK_BRANCHES}")
+    if prompt_tokens is not None and not 0 <= prompt_tokens <= M:
+        raise ValueError(f"mask_state: prompt_tokens {prompt_tokens} outside [0, {M}]")
     Ds = int(rng.integers(1, 8))   # decode_states columns
     i32 = np.int32
     enc = np.zeros(N, i32)
@@ -164,7 +173,10 @@ def mask_state(
     states = rng.integers(-1, 3, (N, Ds)).astype(i32)
     decode_rows = []
     for i in range(bsz):
-        branch = MASK_BRANCHES[rng.choice(len(MASK_BRANCHES), p=_MASK_WEIGHTS)]
+        if branches is None:
+            branch = MASK_BRANCHES[rng.choice(len(MASK_BRANCHES), p=_MASK_WEIGHTS)]
+        else:
+            branch = branches[i]
         if branch == "block_step":
             block[i] = True
             n[i] = rng.integers(0, 3)
@@ -173,7 +185,7 @@ def mask_state(
             n[i] = rng.integers(0, 2)
         elif branch in ("prompt", "vision"):
             enc[i] = rng.integers(1, 100)
-            n[i] = rng.integers(0, M + 1)
+            n[i] = rng.integers(0, M + 1) if prompt_tokens is None else prompt_tokens
             if branch == "vision":
                 states[i, 0] = 2
                 dec[i] = rng.integers(1, 300)
@@ -229,6 +241,23 @@ def widen_mask_full(s: State, cols: int, fill: Optional[int] = None) -> State:
     out = dict(s)
     out["attn_mask_offsets_full"] = wide
     return out
+
+
+def prefill_chunks_state(rng: np.random.Generator, bsz: int, *, prefills: int, chunk: int,
+                         cols: int) -> State:
+    """A batch of decodes in which `prefills` requests (at random slots) each
+    prefill a chunk of `chunk` prompt tokens, attn_mask_offsets_full `cols`
+    columns wide (max_model_len; the columns past the chunk hold -1, which no
+    request reads): the step a serving engine with chunked prefill runs while
+    requests arrive."""
+    if not 0 <= prefills <= bsz or chunk < 1 or cols < chunk:
+        raise ValueError(f"prefill_chunks_state: prefills {prefills} of {bsz}, chunk {chunk}, "
+                         f"cols {cols}")
+    branches = ["decode"] * bsz
+    for i in rng.choice(bsz, prefills, replace=False):
+        branches[int(i)] = "prompt"
+    s = mask_state(rng, bsz, mask_cols=chunk, branches=branches, prompt_tokens=chunk)
+    return widen_mask_full(s, cols, fill=-1)
 
 
 def copy_state(s: State) -> State:

@@ -45,15 +45,27 @@ def main() -> int:
     p.add_argument("--widen", type=int, default=None,
                    help="then give attn_mask_offsets_full this many columns, the prompts as "
                         "drawn: a real engine's table has max_model_len columns")
+    p.add_argument("--prefills", type=int, default=None,
+                   help="instead of mask_state's draws: decodes with this many prompt chunks "
+                        "at random slots (states.prefill_chunks_state), as a chunked-prefill "
+                        "engine runs while requests arrive")
+    p.add_argument("--chunk", type=int, default=512, help="with --prefills: a chunk's tokens")
     args = p.parse_args()
+    if args.prefills is not None and args.mask_cols is not None:
+        p.error("--prefills sets the table's columns from --chunk and --widen; not --mask-cols")
     os.makedirs(args.dir, exist_ok=True)
     rng = np.random.default_rng(1)  # the graph table's draws, in its order
     for bsz in args.bsz:
         write(os.path.join(args.dir, f"b{bsz}_pre"),
               states.repeatable_preprocess_state(rng, bsz, num_model_step=K))
-        m = states.mask_state(rng, bsz, mask_cols=args.mask_cols)
-        if args.widen:
-            m = states.widen_mask_full(m, args.widen)
+        if args.prefills is not None:
+            m = states.prefill_chunks_state(rng, bsz, prefills=min(args.prefills, bsz),
+                                            chunk=args.chunk,
+                                            cols=max(args.widen or 0, args.chunk))
+        else:
+            m = states.mask_state(rng, bsz, mask_cols=args.mask_cols)
+            if args.widen:
+                m = states.widen_mask_full(m, args.widen)
         write(os.path.join(args.dir, f"b{bsz}_mask"), m)
     print(f"wrote states for bsz {args.bsz} to {args.dir}")
     return 0

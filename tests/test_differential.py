@@ -76,6 +76,42 @@ def test_mask_with_a_wide_full_table_matches_reference(device, seed, bsz, cols):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@settings(SETTINGS, max_examples=40)
+@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 600), prefills=st.integers(0, 8),
+       chunk=st.integers(1, 300), extra_cols=st.integers(0, 800))
+def test_decodes_with_prefill_chunks_match_reference(device, seed, bsz, prefills, chunk,
+                                                     extra_cols):
+    """The step a chunked-prefill engine runs while requests arrive: decodes,
+    a few prompt chunks at random slots, a table max_model_len wide."""
+    prefills = min(prefills, bsz)
+    s = states.prefill_chunks_state(np.random.default_rng(seed), bsz, prefills=prefills,
+                                    chunk=chunk, cols=chunk + extra_cols)
+    prompts = s["seq_lens_encoder"][:bsz] > 0
+    assert prompts.sum() == prefills and (s["seq_lens_this_time"][prompts] == chunk).all()
+    assert not s["is_block_step"][:bsz].any()
+    want_out, want = run_mask_ref(s)
+    got_out, got = run_mask_op(s, device)
+    np.testing.assert_array_equal(got_out, want_out, err_msg=f"seed={seed} attn_mask_offsets")
+    assert_states_equal(got, want, f"seed={seed} bsz={bsz} prefills={prefills} chunk={chunk}")
+
+
+def test_given_branches_and_prompt_tokens_are_kept_and_checked():
+    rng = np.random.default_rng(5)
+    branches = ["prompt", "decode", "idle", "block_step", "vision"] * 4
+    s = states.mask_state(rng, 20, mask_cols=30, branches=branches, prompt_tokens=30)
+    enc, n = s["seq_lens_encoder"], s["seq_lens_this_time"]
+    assert ((enc > 0) == np.isin(branches, ["prompt", "vision"])).all()
+    assert (n[enc > 0] == 30).all()
+    assert (s["is_block_step"] == (np.array(branches) == "block_step")).all()
+    with pytest.raises(ValueError, match="branches"):
+        states.mask_state(rng, 3, branches=["decode", "chat", "idle"])
+    with pytest.raises(ValueError, match="prompt_tokens"):
+        states.mask_state(rng, 3, mask_cols=8, prompt_tokens=9)
+    with pytest.raises(ValueError, match="prefills"):
+        states.prefill_chunks_state(rng, 3, prefills=4, chunk=2, cols=8)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("bsz", [1, 512, 4096])
 @pytest.mark.parametrize("k", [1, 2, 5])
 def test_preprocess_large_batches(device, bsz, k):
