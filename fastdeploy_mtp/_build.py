@@ -96,7 +96,8 @@ SOURCE_SUFFIXES = (".h", ".cuh", ".cc", ".cu")
 
 def hashed_sources(*also: Path) -> List[Path]:
     """The files source_hash reads: those of custom_ops/ and of the folders `also`."""
-    return sorted(f for d in (SOURCE_DIR, *also) for f in d.glob("*") if f.suffix in SOURCE_SUFFIXES)
+    return sorted(f for d in (SOURCE_DIR, *also) for f in d.glob("*")
+                  if f.suffix in SOURCE_SUFFIXES)
 
 
 def source_hash(cuda: bool, *also: Path) -> str:
