@@ -69,6 +69,16 @@ def assert_states_equal(got, want, context=""):
         np.testing.assert_array_equal(got[name], want[name], err_msg=f"{context} field {name}")
 
 
+def assert_mask_like_reference(state, device="cpu", context=""):
+    """update_attn_mask_offsets on `device` leaves its output and every tensor
+    as the numpy reference does; returns the reference's output."""
+    want_out, want = run_mask_ref(state)
+    got_out, got = run_mask_op(state, device)
+    np.testing.assert_array_equal(got_out, want_out, err_msg=f"{context} attn_mask_offsets")
+    assert_states_equal(got, want, context)
+    return want_out
+
+
 def preprocess_attrs(k, truncate=False, splitwise=False, v1=False):
     return dict(num_model_step=k, truncate_first_token=truncate, splitwise_prefill=splitwise,
                 kvcache_scheduler_v1=v1)

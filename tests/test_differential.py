@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastdeploy_mtp import states
-from helpers import (DEVICES, assert_states_equal, preprocess_attrs, run_mask_op, run_mask_ref,
-                     run_preprocess_op, run_preprocess_ref)
+from helpers import (DEVICES, assert_mask_like_reference, assert_states_equal, preprocess_attrs,
+                     run_mask_ref, run_preprocess_op, run_preprocess_ref)
 
 SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -33,10 +33,7 @@ def check_mask(seed, bsz, extra_rows, padding, column, device="cpu"):
     rng = np.random.default_rng(seed)
     s = states.mask_state(rng, bsz, extra_rows=extra_rows, padding_tokens=padding,
                           column_vectors=column)
-    want_out, want = run_mask_ref(s)
-    got_out, got = run_mask_op(s, device)
-    np.testing.assert_array_equal(got_out, want_out, err_msg=f"seed={seed} attn_mask_offsets")
-    assert_states_equal(got, want, f"seed={seed} bsz={bsz}")
+    assert_mask_like_reference(s, device, f"seed={seed} bsz={bsz}")
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -67,12 +64,9 @@ def test_mask_with_a_wide_full_table_matches_reference(device, seed, bsz, cols):
     read; the results are those of the narrow table."""
     narrow = states.mask_state(np.random.default_rng(seed), bsz)
     s = states.widen_mask_full(narrow, cols, fill=-1)
-    want_out, want = run_mask_ref(s)
+    want_out = assert_mask_like_reference(s, device, f"seed={seed} bsz={bsz} cols={cols}")
     narrow_out, _ = run_mask_ref(narrow)
     np.testing.assert_array_equal(want_out, narrow_out)
-    got_out, got = run_mask_op(s, device)
-    np.testing.assert_array_equal(got_out, want_out, err_msg=f"seed={seed} attn_mask_offsets")
-    assert_states_equal(got, want, f"seed={seed} bsz={bsz} cols={cols}")
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -89,10 +83,8 @@ def test_decodes_with_prefill_chunks_match_reference(device, seed, bsz, prefills
     prompts = s["seq_lens_encoder"][:bsz] > 0
     assert prompts.sum() == prefills and (s["seq_lens_this_time"][prompts] == chunk).all()
     assert not s["is_block_step"][:bsz].any()
-    want_out, want = run_mask_ref(s)
-    got_out, got = run_mask_op(s, device)
-    np.testing.assert_array_equal(got_out, want_out, err_msg=f"seed={seed} attn_mask_offsets")
-    assert_states_equal(got, want, f"seed={seed} bsz={bsz} prefills={prefills} chunk={chunk}")
+    assert_mask_like_reference(s, device,
+                               f"seed={seed} bsz={bsz} prefills={prefills} chunk={chunk}")
 
 
 def test_given_branches_and_prompt_tokens_are_kept_and_checked():

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from fastdeploy_mtp import ops, states
-from helpers import (assert_states_equal, assert_unchanged, gpu_available, preprocess_attrs,
-                     prompts_state, run_mask_op, run_mask_ref, run_preprocess_op,
-                     run_preprocess_ref, skipped_mask_requests, to_numpy, to_tensors)
+from helpers import (assert_mask_like_reference, assert_states_equal, assert_unchanged,
+                     gpu_available, preprocess_attrs, prompts_state, run_mask_ref,
+                     run_preprocess_op, run_preprocess_ref, skipped_mask_requests, to_numpy,
+                     to_tensors)
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not gpu_available(), reason="needs Paddle with CUDA and a GPU")]
@@ -41,14 +42,6 @@ def _assert_earliest_broken_is_named(s, bad, device="gpu"):
     assert_unchanged(t, s)
 
 
-def _assert_mask_like_reference(s):
-    """The GPU op leaves the output and every tensor as the numpy reference does."""
-    want_out, want = run_mask_ref(s)
-    got_out, got = run_mask_op(s, "gpu")
-    np.testing.assert_array_equal(got_out, want_out)
-    assert_states_equal(got, want)
-
-
 @pytest.mark.parametrize("bsz", [129, 200, 256, 257, 511, 512, 513, 1024, 1025, 2048, 8192])
 @pytest.mark.parametrize("k", [1, 4, 10])
 def test_preprocess_every_request_of_big_batches(bsz, k):
@@ -63,7 +56,7 @@ def test_preprocess_every_request_of_big_batches(bsz, k):
 def test_mask_every_request_of_big_batches(bsz, padding):
     """(64, 9000): few requests, but an output long enough for the grid path."""
     s = states.mask_state(np.random.default_rng(bsz), bsz, padding_tokens=padding)
-    _assert_mask_like_reference(s)
+    assert_mask_like_reference(s, "gpu")
 
 
 def test_last_request_of_8192_is_checked():
@@ -232,7 +225,7 @@ def test_long_prompts_match_the_reference(bsz, cols, seed):
     walks alone."""
     s = states.mask_state(np.random.default_rng(seed), bsz, mask_cols=cols)
     assert len(_long_prompts(s)) > 0
-    _assert_mask_like_reference(s)
+    assert_mask_like_reference(s, "gpu")
 
 
 @pytest.mark.parametrize("bsz, cols", [(8, 4096), (16, 2048), (64, 1000), (512, 300)])
@@ -302,7 +295,7 @@ def _wide(bsz, seed=None):
 def test_wide_tables_match_the_reference(bsz):
     """24: one block; 33 to 512: one cluster; 1024 up: a grid (16 lanes a
     request at 2048, a warp's two requests consecutive; 8 lanes past 2048)."""
-    _assert_mask_like_reference(_wide(bsz))
+    assert_mask_like_reference(_wide(bsz), "gpu")
 
 
 @pytest.mark.parametrize("bsz, bad, first", [(24, (23, 9), 9), (64, (63, 40, 9), 9),
