@@ -280,6 +280,22 @@ def test_mask_request_checks(device, case):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_mask_last_request_one_token_past_ids_remove_padding(device):
+    """cu_seqlens_q's last entry lies past the tokens too, so no later request's
+    first token is crossed: only the bound on ids_remove_padding refuses it (in
+    "tokens past ids_remove_padding" the next request's start refuses it as
+    well, so a bound off by one went unseen there)."""
+    s = mask_base()
+    last = s["seq_lens_this_time"].shape[0] - 1
+    decode_mask_request(s, last, 1)
+    T = s["ids_remove_padding"].shape[0]
+    s["cu_seqlens_q"][last], s["cu_seqlens_q"][last + 1] = T, T + 1
+    assert ref_refusal(reference.update_attn_mask_offsets, s) == (last, "cu_seqlens_q")
+    assert_refused(lambda t: ops.update_attn_mask_offsets(**t), to_tensors(s, device), s,
+                   "update_attn_mask_offsets", last, "cu_seqlens_q")
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", [t.name for t in UPDATE_ATTN_MASK_OFFSETS.inputs
                                   if t.name != "ids_remove_padding"])
 @pytest.mark.parametrize("fault", ["dtype", "rows"])
