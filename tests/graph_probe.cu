@@ -485,8 +485,18 @@ int main(int argc, char** argv) {
   });
   shaped("pre-min32", [](mtp::LaunchShape& s) { s.preprocess_cluster.min_threads = 32; });
   shaped("mask-min128", [](mtp::LaunchShape& s) { s.mask_cluster.min_threads = 128; });
-  // Fatter 16-block clusters (both were slower than the default).
+  // Fatter 16-block clusters (all slower than the default where it counts:
+  // cl-t768 gains up to 1.3 us a decode step at 576-768 requests but costs
+  // 2.3-3.6 us a step with prompt chunks there; docs/performance.md). The
+  // agreement-only step of cl-t1024 is the floor of a mask cluster past 512.
   shaped("cl-t1024", [](mtp::LaunchShape& s) { s.mask_cluster.threads = 1024; });
+  shaped("cl-t768", [](mtp::LaunchShape& s) { s.mask_cluster.threads = 768; });
+  {
+    Variant v{"agreement-cl-t1024", false, false, {}};
+    v.agreement = true;
+    v.shape.mask_cluster.threads = 1024;
+    variants.push_back(v);
+  }
   shaped("pre-clt512", [](mtp::LaunchShape& s) { s.preprocess_cluster.threads = 512; });
   for (int64_t block_max : {32, 64, 128}) {
     Variant v{"pre-block" + std::to_string(block_max), false, false, {}};
