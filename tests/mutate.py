@@ -1,6 +1,7 @@
 """Mutation testing: plant one realistic bug at a time and see the tests fail.
 
     python tests/mutate.py [--list] [--only NAME ...] [--device cpu|gpu] [--jobs N]
+                           [--deselect NODEID ...]
 
 Not collected by pytest and not run in CI (it rebuilds the op library for
 every C++ mutation: about a minute each). Each mutation is applied to a scratch
@@ -11,6 +12,9 @@ SUITE_TIMEOUT_S), *survived* when it passes. The unmutated copy runs first
 and must pass; a mutant that does not build is reported as broken (a mutation
 set must hold realistic bugs, not typos). ``--device gpu`` runs the
 CUDA-driver mutations (GPU tests only) on a machine with paddlepaddle-gpu.
+Each verdict says how the suite killed its mutant: a failing test, a crash
+of the test process or a hang; the summary names the mutants no failing
+test killed (``--deselect`` the crashing test to see whether one would).
 Exits 1 if any mutation survived, 2 if one no longer applies (its original
 text is not in the file exactly once) or does not build.
 """
@@ -280,38 +284,54 @@ def _copy(root: Path) -> None:
 SUITE_TIMEOUT_S = 600
 
 
-def _run_tests(root: Path, tests: list, cache: Path) -> tuple:
-    """(verdict, last line): build the library, then the suite with -x."""
+def how_killed(returncode: int) -> str:
+    """How a suite that ran to its end (no hang) judged a mutant: "" when it
+    passed. A crash kills as surely as a failing test, but it is the weaker
+    kill: a write past a tensor may instead corrupt the heap unseen (as
+    "tokens bound off by one" once did), so the summary counts crashes apart
+    and docs/mutation.md says which tests would fail in their place."""
+    if returncode == 0:
+        return ""
+    if returncode == 1:
+        return "a failing test"
+    if returncode < 0:
+        return f"a crash (signal {-returncode})"
+    return f"pytest's exit code {returncode}"
+
+
+def _run_tests(root: Path, tests: list, cache: Path, extra: tuple = ()) -> tuple:
+    """(verdict, how, last line): build the library, then the suite with -x."""
     env = dict(os.environ, FASTDEPLOY_MTP_BUILD="1", FASTDEPLOY_MTP_CACHE=str(cache),
                PYTHONDONTWRITEBYTECODE="1")
     build = subprocess.run([sys.executable, "-c", "from fastdeploy_mtp import ops; "
                             "ops.load_library()"], cwd=root, env=env, capture_output=True,
                            text=True)
     if build.returncode != 0:
-        return "broken", (build.stderr.strip().splitlines() or [""])[-1][:120]
+        return "broken", "", (build.stderr.strip().splitlines() or [""])[-1][:120]
     try:
         r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                            *[t for t in tests if (root / t).exists()]],
+                            *[t for t in tests if (root / t).exists()], *extra],
                            cwd=root, env=env, capture_output=True, text=True,
                            timeout=SUITE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        return "killed", f"the suite hung: stopped after {SUITE_TIMEOUT_S} s"
+        return "killed", "a hang", f"stopped after {SUITE_TIMEOUT_S} s"
     last = (r.stdout.strip().splitlines() or [""])[-1]
-    return ("killed" if r.returncode != 0 else "survived"), last
+    how = how_killed(r.returncode)
+    return ("killed" if how else "survived"), how, last
 
 
-def run_one(m, tests: list, cache: Path) -> tuple:
+def run_one(m, tests: list, cache: Path, extra: tuple = ()) -> tuple:
     """`m` None: the unmutated baseline, which must pass."""
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="mutant-") as tmp:
         root = Path(tmp) / "repo"
         _copy(root)
         if m is not None and not apply(m, root):
-            return m, "stale", time.time() - t0, f"{m.path}: the original text is not there"
+            return m, "stale", "", time.time() - t0, f"{m.path}: the original text is not there"
         # C++ mutants build into their own folder of the shared cache (keyed
         # by the sources' hash); Python mutants reuse the baseline's build.
-        verdict, last = _run_tests(root, tests, cache)
-        return m, verdict, time.time() - t0, last
+        verdict, how, last = _run_tests(root, tests, cache, extra)
+        return m, verdict, how, time.time() - t0, last
 
 
 def main() -> int:
@@ -320,6 +340,9 @@ def main() -> int:
     p.add_argument("--only", nargs="+", help="mutation names (substrings)")
     p.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--deselect", nargs="+", default=[], metavar="NODEID",
+                   help="leave these tests out (pytest's --deselect): would another test "
+                        "fail where one crashed?")
     args = p.parse_args()
     chosen = [m for m in MUTATIONS if m.device == args.device]
     if args.only:
@@ -336,9 +359,10 @@ def main() -> int:
             print(f"{m.device:4} {m.path:32} {m.name}{'' if ok else '   STALE'}")
         return 2 if stale else 0
     tests = CPU_TESTS if args.device == "cpu" else GPU_TESTS
+    extra = tuple(a for d in args.deselect for a in ("--deselect", d))
     cache = Path(tempfile.mkdtemp(prefix="fastdeploy_mtp_mutants_"))
     try:
-        _, verdict, secs, last = run_one(None, tests, cache)
+        _, verdict, _, secs, last = run_one(None, tests, cache, extra)
         print(f"baseline {secs:5.0f}s  (no mutation)   [{last}]", flush=True)
         if verdict != "survived":
             print("mutate: the unmutated suite does not pass; fix that first")
@@ -346,17 +370,24 @@ def main() -> int:
         print(f"mutate: {len(chosen)} mutations, {args.jobs} at a time, tests: "
               f"{' '.join(tests)}", flush=True)
         counts = {"killed": 0, "survived": 0, "stale": 0, "broken": 0}
+        weak = []  # killed by a crash or a hang, not by a failing test
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            for m, verdict, secs, last in pool.map(lambda m: run_one(m, tests, cache),
-                                                   chosen):
+            for m, verdict, how, secs, last in pool.map(
+                    lambda m: run_one(m, tests, cache, extra), chosen):
                 counts[verdict] += 1
-                print(f"{verdict:8} {secs:5.0f}s  {m.path:32} {m.name}   [{last}]", flush=True)
+                if verdict == "killed" and how != "a failing test":
+                    weak.append(f"{m.name}: {how}")
+                by = f" by {how}" if how else ""
+                print(f"{verdict:8} {secs:5.0f}s  {m.path:32} {m.name}{by}   [{last}]",
+                      flush=True)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     total = len(chosen)
     print(f"mutate: {counts['killed']}/{total} killed, {counts['survived']} survived, "
           f"{counts['stale']} stale, {counts['broken']} do not build "
           f"({100.0 * counts['killed'] / max(total, 1):.0f}%)")
+    if weak:
+        print(f"mutate: {len(weak)} killed by no failing test: {'; '.join(weak)}")
     return 2 if counts["stale"] or counts["broken"] else (1 if counts["survived"] else 0)
 
 

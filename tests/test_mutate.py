@@ -1,0 +1,58 @@
+"""The mutation tool's own checks (tests/mutate.py), without building or
+running a mutant: every planted bug still applies to today's sources, so a
+refactor cannot silently retire one, and a mutant's verdict says how it died.
+"""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import mutate
+
+NAMES = [m.name for m in mutate.MUTATIONS]
+
+
+def test_mutation_names_are_unique():
+    assert len(NAMES) == len(set(NAMES)), sorted(n for n in NAMES if NAMES.count(n) > 1)
+
+
+@pytest.mark.parametrize("m", mutate.MUTATIONS, ids=NAMES)
+def test_every_mutation_applies_to_todays_sources(m, tmp_path):
+    """Its original text stands where it says (once, or at its nth place), and
+    applying it changes the file: a stale mutation is a bug nobody tests for
+    any more."""
+    src = mutate.REPO / m.path
+    assert src.is_file(), m.path
+    dst = tmp_path / m.path
+    dst.parent.mkdir(parents=True)
+    shutil.copy2(src, dst)
+    assert mutate.apply(m, tmp_path), f"{m.path}: the original text of {m.name!r} is not there"
+    assert dst.read_text() != src.read_text()
+
+
+@pytest.mark.parametrize("m", mutate.MUTATIONS, ids=NAMES)
+def test_gpu_mutations_are_in_the_cuda_sources(m):
+    """The GPU suite sees only what the CUDA build compiles; a CPU mutation of
+    a .cuh file would never be seen by the CPU suite."""
+    cuda = Path(m.path).suffix in (".cu", ".cuh")
+    assert (m.device == "gpu") == cuda, (m.name, m.path, m.device)
+
+
+def test_a_mutation_that_is_not_there_does_not_apply(tmp_path):
+    m = mutate.Mutation("x", "f.txt", "a", "b")
+    (tmp_path / "f.txt").write_text("a a")  # twice: ambiguous without nth
+    assert not mutate.apply(m, tmp_path)
+    assert mutate.apply(mutate.Mutation("x", "f.txt", "a", "b", nth=1), tmp_path)
+    assert (tmp_path / "f.txt").read_text() == "a b"
+
+
+@pytest.mark.parametrize("returncode, how", [
+    (0, ""),
+    (1, "a failing test"),
+    (-11, "a crash (signal 11)"),
+    (-6, "a crash (signal 6)"),
+    (2, "pytest's exit code 2"),
+])
+def test_how_a_suite_judged_a_mutant(returncode, how):
+    assert mutate.how_killed(returncode) == how
