@@ -44,6 +44,7 @@ SLOTS = "fastdeploy_mtp/slots.py"
 PROP = "fastdeploy_mtp/proposer.py"
 SIM = "fastdeploy_mtp/simulate.py"
 ORACLE = "fastdeploy_mtp/draft_check.py"
+TINY = "fastdeploy_mtp/tiny_model.py"
 OPS = "fastdeploy_mtp/ops.py"
 BUILD = "fastdeploy_mtp/_build.py"
 
@@ -228,6 +229,21 @@ MUTATIONS = [
              "ends = true_ends(self.prompt_offsets[slot], np.arange(M))",
              "ends = np.concatenate([true_ends(self.prompt_offsets[slot], np.arange(start)), "
              "offsets[2 * q + 1:2 * (q + n):2]])"),
+    Mutation("oracle compares each request's last token only", ORACLE,
+             "got, want = logits[q:q + n], full[start:M]",
+             "got, want = logits[q + n - 1:q + n], full[M - 1:M]"),
+    # -- the real draft model (what a runner's draft forward does with the mask) ------
+    Mutation("cached attention stops one key short", TINY,
+             "ends = np.minimum(ends_all[q0:q0 + n].astype(np.int64), self.L)",
+             "ends = np.minimum(ends_all[q0:q0 + n].astype(np.int64) - 1, self.L)"),
+    Mutation("cached K/V written one position late", TINY,
+             "np.full(n, slot * self.L) for slot, _, n, _ in requests]) \\\n            + positions",
+             "np.full(n, slot * self.L) for slot, _, n, _ in requests]) \\\n            + positions + 1"),
+    Mutation("prefill hands over one position short", TINY,
+             "a, b = slot * self.L, slot * self.L + n", "a, b = slot * self.L, slot * self.L + n - 1"),
+    Mutation("handed-over K/V land in slot 0", TINY,
+             "index = _cpu(np.arange(n, dtype=np.int64) + slot * self.L)",
+             "index = _cpu(np.arange(n, dtype=np.int64))"),
     # -- the wrappers -------------------------------------------------------------------
     Mutation("grad not refused", OPS, "if not t.stop_gradient or not t.is_contiguous():",
              "if not t.is_contiguous():"),

@@ -52,27 +52,32 @@ def test_image_prompts_are_drawn_and_checked():
 
 
 @pytest.mark.parametrize("shift", [1, -1])
-def test_the_oracle_catches_an_offset_wrong_by_one(monkeypatch, shift):
+@pytest.mark.parametrize("token", ["first of several", "last"])
+def test_the_oracle_catches_an_offset_wrong_by_one(monkeypatch, shift, token):
     """One decode token's mask end moved by one, once: the model check alone
-    (not only the number-level invariant) sees it."""
+    (not only the number-level invariant) sees it, whichever of a request's
+    tokens this substep it is (an oracle that compared each request's last
+    token only would miss the first of several)."""
     real = MTPProposer.update_attn_mask_offsets
     state = {"calls": 0, "done": False}
+    least = 2 if token == "first of several" else 1
 
     def corrupted(self, ids, cu=None):
         out = real(self, ids, cu)
         state["calls"] += 1
         E = self.state["seq_lens_encoder"].numpy()
         n = self.state["seq_lens_this_time"].numpy()
-        decoding = np.nonzero((E == 0) & (n > 0))[0]
+        decoding = np.nonzero((E == 0) & (n >= least))[0]
         if not state["done"] and state["calls"] > 6 and decoding.size:
             import paddle
 
             arr = out.numpy()
             i = int(decoding[0])
-            q = int(cu.numpy()[i])
+            j = 0 if token == "first of several" else int(n[i]) - 1
+            q = int(cu.numpy()[i]) + j
             arr[2 * q + 1] += shift
             state["done"] = True
-            state["where"] = (i, int(self.state["seq_lens_decoder"].numpy()[i]))
+            state["where"] = (i, int(self.state["seq_lens_decoder"].numpy()[i]) + j)
             return paddle.to_tensor(arr)
         return out
 
