@@ -45,6 +45,7 @@ PROP = "fastdeploy_mtp/proposer.py"
 SIM = "fastdeploy_mtp/simulate.py"
 ORACLE = "fastdeploy_mtp/draft_check.py"
 TINY = "fastdeploy_mtp/tiny_model.py"
+REG = "fastdeploy_mtp/registration.py"
 OPS = "fastdeploy_mtp/ops.py"
 BUILD = "fastdeploy_mtp/_build.py"
 
@@ -244,6 +245,10 @@ MUTATIONS = [
     Mutation("handed-over K/V land in slot 0", TINY,
              "index = _cpu(np.arange(n, dtype=np.int64) + slot * self.L)",
              "index = _cpu(np.arange(n, dtype=np.int64))"),
+    # -- the registration check (CI's drop-in guarantee) ------------------------------
+    Mutation("registration check ignores attributes and in-place pairs", REG,
+             'for field in ("inputs", "outputs", "attrs", "inplace"):',
+             'for field in ("inputs", "outputs"):'),
     # -- the wrappers -------------------------------------------------------------------
     Mutation("grad not refused", OPS, "if not t.stop_gradient or not t.is_contiguous():",
              "if not t.is_contiguous():"),

@@ -31,6 +31,20 @@ def test_check_notices_a_drifted_table():
     assert any(".inputs" in d for d in diffs) and any(".outputs" in d for d in diffs)
 
 
+@pytest.mark.parametrize("field", ["inputs", "outputs", "attrs", "inplace"])
+def test_check_notices_each_field_on_its_own(field):
+    """A registration that differs from the table in one field only (one
+    entry dropped) is reported, as that field: attributes and in-place pairs
+    matter to a FastDeploy runner as much as the tensors' order."""
+    sig = OPS["draft_model_preprocess"]
+    reg = read_registered(sig.name)
+    value = getattr(reg, field)
+    assert len(value) >= 2, field
+    fewer = dict(list(value.items())[1:]) if field == "inplace" else tuple(value[1:])
+    diffs = differences(sig, dataclasses.replace(reg, **{field: fewer}))
+    assert [d.split(":")[0] for d in diffs] == [f"{sig.name}.{field}"], diffs
+
+
 def test_check_command_exits_zero_and_lists_everything():
     r = subprocess.run([sys.executable, "-m", "fastdeploy_mtp", "check"], cwd=REPO,
                        capture_output=True, text=True, timeout=600)
