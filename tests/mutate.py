@@ -149,6 +149,9 @@ MUTATIONS = [
              "if (!(x.written || y.written) || x.cpu != y.cpu) continue;",
              "if (!(x.written && y.written) || x.cpu != y.cpu) continue;"),
     Mutation("None not refused", CHK, "MTP_CHECK(t.defined(),", "MTP_CHECK(true || t.defined(),"),
+    Mutation("a [N, 2] tensor taken for a per-request vector", CHK,
+             "MTP_CHECK(s.size() == 1 || (s.size() == 2 && s[1] == 1),",
+             "MTP_CHECK(s.size() == 1 || s.size() == 2,"),
     # -- the CUDA driver (GPU only) -----------------------------------------------
     Mutation("GPU reports a thread's last failure", PRE_KERNEL,
              "if (mine.bad == kNone && preprocess_failures(t, p) != 0) mine.bad = verdict_of(i);",

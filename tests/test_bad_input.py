@@ -189,6 +189,30 @@ def test_preprocess_static_checks(device, name, fault):
     assert expect in msg, msg
 
 
+def _per_request(sig):
+    """The inputs the table declares one value a request ([N] or [bsz])."""
+    return [t.name for t in sig.inputs if re.match(r"\[(N|bsz)\]( |$)", t.doc)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", _per_request(DRAFT_MODEL_PREPROCESS) +
+                         _per_request(UPDATE_ATTN_MASK_OFFSETS))
+def test_a_per_request_vector_of_two_columns_is_refused(device, name):
+    """[N, 2] is not [N] or [N, 1]: read as one, its rows would be the wrong
+    values (every second one), so it is refused, not read."""
+    if name in DRAFT_MODEL_PREPROCESS.input_names:
+        s = idle_preprocess_state(2)
+        decode_request(s, 0, 2)
+        attrs = preprocess_attrs(2)
+        op, call = "draft_model_preprocess", lambda t: ops.draft_model_preprocess(**t, **attrs)
+    else:
+        s, op = mask_base(), "update_attn_mask_offsets"
+        call = lambda t: ops.update_attn_mask_offsets(**t)  # noqa: E731
+    s[name] = np.stack([s[name], s[name]], axis=1)
+    msg = assert_refused(call, to_tensors(s, device), s, op, None, name)
+    assert "must have shape [N] or [N, 1]" in msg, msg
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_num_model_step_must_be_positive(device):
     s = idle_preprocess_state(2)
