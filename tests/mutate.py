@@ -221,6 +221,12 @@ MUTATIONS = [
     Mutation("release leaves the rollback", SLOTS, '"seq_lens_decoder": 0, "mask_rollback": 0,',
              '"seq_lens_decoder": 0,'),
     Mutation("insert keeps old pre_ids", SLOTS, '    a["pre_ids"][i] = -1\n', "\n"),
+    Mutation("insert keeps a reused slot's decode_states", SLOTS,
+             '    a["decode_states"][i] = 0\n', "\n"),
+    Mutation("insert keeps a reused slot parked", SLOTS,
+             '    a["is_block_step"][i] = False\n', "\n"),
+    Mutation("handover KV positions one past", SLOTS, 'a["seq_lens_decoder"][i] = n + (k - 1)',
+             'a["seq_lens_decoder"][i] = n + k'),
     Mutation("busy slot not refused", PROP, "busy = sorted(self.occupied.intersection(slots))",
              "busy = []"),
     # -- the simulator and the oracle --------------------------------------------------
