@@ -232,6 +232,11 @@ MUTATIONS = [
     # -- the simulator and the oracle --------------------------------------------------
     Mutation("alignment ignores step_idx", SIM, 'for name in ("seq_lens_decoder", "step_idx"):',
              'for name in ("seq_lens_decoder",):'),
+    Mutation("the simulator checks no prompt's offsets", SIM,
+             "if not block[i] and not (E[i] == 0 and S[i] == 0)]",
+             "if not block[i] and E[i] == 0 and S[i] > 0]"),
+    Mutation("alignment checked on a mixed node only", SIM, 'if p.config.role != "prefill":',
+             'if p.config.role == "mixed":'),
     Mutation("oracle compares nothing", ORACLE,
              "bad = (diff > TOLERANCE) | (got.argmax(axis=1) != want.argmax(axis=1))",
              "bad = diff > 1e30"),

@@ -68,9 +68,11 @@ def test_plot(tmp_path):
 
 
 
-def test_a_step_idx_off_by_one_is_caught(monkeypatch):
+@pytest.mark.parametrize("mode", ["mixed", "pd"])
+def test_a_step_idx_off_by_one_is_caught(monkeypatch, mode):
     """The simulator checks step_idx against the base model too, not only
-    seq_lens_decoder: a preprocess that leaves step_idx one too high once."""
+    seq_lens_decoder, on every node whose draft decodes (a PD decode node as
+    well as a mixed one): a preprocess that leaves step_idx one too high once."""
     from fastdeploy_mtp.buffers import read, write
     from fastdeploy_mtp.proposer import MTPProposer
 
@@ -79,6 +81,8 @@ def test_a_step_idx_off_by_one_is_caught(monkeypatch):
 
     def off_by_one(self):
         running = real(self)
+        if self.config.role == "prefill":  # its draft only prefills: nothing to align
+            return running
         calls["n"] += 1
         if calls["n"] == 5:
             stop, enc = read(self.state["stop_flags"]), read(self.state["seq_lens_encoder"])
@@ -88,6 +92,7 @@ def test_a_step_idx_off_by_one_is_caught(monkeypatch):
         return running
 
     monkeypatch.setattr(MTPProposer, "prepare_inputs", off_by_one)
-    t = simulate.run(args(mode="mixed", num_model_steps=3, seed=2, steps=12), legacy=False,
+    t = simulate.run(args(mode=mode, num_model_steps=3, seed=2, steps=12), legacy=False,
                      print_rows=False)
+    assert calls["n"] >= 5
     assert t.align_violations > 0 and "step_idx" in t.first_violation, t.first_violation
