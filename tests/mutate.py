@@ -264,6 +264,11 @@ MUTATIONS = [
              'for field in ("inputs", "outputs", "attrs", "inplace"):',
              'for field in ("inputs", "outputs"):'),
     # -- the wrappers -------------------------------------------------------------------
+    Mutation("a stale install counts as current", OPS,
+             "if _build.read_install_stamp() == _build.source_hash(_build.with_cuda()):",
+             "if _build.read_install_stamp() is not None:"),
+    Mutation("an int attribute's range skipped on the fast path", OPS,
+             "(kind is int and 1 <= value <= INT32_MAX)", "(kind is int)"),
     Mutation("grad not refused", OPS, "if not t.stop_gradient or not t.is_contiguous():",
              "if not t.is_contiguous():"),
     # -- the build ------------------------------------------------------------------------
