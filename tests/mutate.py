@@ -229,6 +229,10 @@ MUTATIONS = [
              'a["seq_lens_decoder"][i] = n + k'),
     Mutation("busy slot not refused", PROP, "busy = sorted(self.occupied.intersection(slots))",
              "busy = []"),
+    Mutation("one slot twice in a batch accepted", PROP, "if len(set(slots)) != len(slots):",
+             "if False:"),
+    Mutation("release keeps the slots occupied", PROP,
+             "        self.occupied.difference_update(slots)\n", "\n"),
     # -- the simulator and the oracle --------------------------------------------------
     Mutation("alignment ignores step_idx", SIM, 'for name in ("seq_lens_decoder", "step_idx"):',
              'for name in ("seq_lens_decoder",):'),
