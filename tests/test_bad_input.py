@@ -194,6 +194,17 @@ def _per_request(sig):
     return [t.name for t in sig.inputs if re.match(r"\[(N|bsz)\]( |$)", t.doc)]
 
 
+def test_the_per_request_inputs_are_every_vector_of_a_valid_batch():
+    """The table's "[N]"/"[bsz]" docs pick the inputs below; a doc reworded
+    must not silently drop one from the test."""
+    pre = idle_preprocess_state(2)
+    mask = mask_base()
+    for sig, s, flat in ((DRAFT_MODEL_PREPROCESS, pre, {"not_need_stop"}),
+                         (UPDATE_ATTN_MASK_OFFSETS, mask, {"ids_remove_padding", "cu_seqlens_q"})):
+        vectors = {n for n in sig.input_names if s[n].ndim == 1 and n not in flat}
+        assert set(_per_request(sig)) == vectors, sig.name
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", _per_request(DRAFT_MODEL_PREPROCESS) +
                          _per_request(UPDATE_ATTN_MASK_OFFSETS))
