@@ -138,6 +138,8 @@ MUTATIONS = [
              "for (int64_t i = 0; i + 1 < bsz; ++i) any |= apply_plan"),
     Mutation("CPU mask check skips the last request", CPU, "for (int64_t i = 0; i < bsz; ++i) {",
              "for (int64_t i = 0; i + 1 < bsz; ++i) {", nth=1),
+    Mutation("CPU clears the base draft rows on a prefill node too", CPU,
+             "if (clears_base_draft(a)) {", "if (true) {"),
     Mutation("CPU zeroes half the output", CPU, "sizeof(int32_t) * 2 * t.num_tokens",
              "sizeof(int32_t) * t.num_tokens"),
     Mutation("not_need_stop from the last request only", CPU, "any |= apply_plan",
