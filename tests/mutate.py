@@ -317,6 +317,15 @@ def apply(m: Mutation, root: Path) -> bool:
     return True
 
 
+def applies(m: Mutation) -> bool:
+    """Whether `m` applies to today's sources (tried on a copy of its file)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        dst = Path(tmp) / m.path
+        dst.parent.mkdir(parents=True)
+        shutil.copy2(REPO / m.path, dst)
+        return apply(m, Path(tmp))
+
+
 def _copy(root: Path) -> None:
     for f in _files():  # listed anew: the tree may change during a long run
         (root / f).parent.mkdir(parents=True, exist_ok=True)
@@ -396,11 +405,7 @@ def main() -> int:
     if args.list:
         stale = 0
         for m in chosen:
-            with tempfile.TemporaryDirectory() as tmp:
-                dst = Path(tmp) / m.path
-                dst.parent.mkdir(parents=True)
-                shutil.copy2(REPO / m.path, dst)
-                ok = apply(m, Path(tmp))
+            ok = applies(m)
             stale += not ok
             print(f"{m.device:4} {m.path:32} {m.name}{'' if ok else '   STALE'}")
         return 2 if stale else 0

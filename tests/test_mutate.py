@@ -3,7 +3,6 @@ running a mutant: every planted bug still applies to today's sources, so a
 refactor cannot silently retire one, and a mutant's verdict says how it died.
 """
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,17 +17,13 @@ def test_mutation_names_are_unique():
 
 
 @pytest.mark.parametrize("m", mutate.MUTATIONS, ids=NAMES)
-def test_every_mutation_applies_to_todays_sources(m, tmp_path):
+def test_every_mutation_applies_to_todays_sources(m):
     """Its original text stands where it says (once, or at its nth place), and
     applying it changes the file: a stale mutation is a bug nobody tests for
     any more."""
-    src = mutate.REPO / m.path
-    assert src.is_file(), m.path
-    dst = tmp_path / m.path
-    dst.parent.mkdir(parents=True)
-    shutil.copy2(src, dst)
-    assert mutate.apply(m, tmp_path), f"{m.path}: the original text of {m.name!r} is not there"
-    assert dst.read_text() != src.read_text()
+    assert (mutate.REPO / m.path).is_file(), m.path
+    assert mutate.applies(m), f"{m.path}: the original text of {m.name!r} is not there"
+    assert m.old != m.new, m.name
 
 
 @pytest.mark.parametrize("m", mutate.MUTATIONS, ids=NAMES)
