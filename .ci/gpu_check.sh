@@ -8,8 +8,9 @@
 # (default ./gpu-report). Steps: build and install the CUDA library (and prove
 # its error path raises rather than crashes), the registration check, the
 # whole test suite (every differential and bad-input test runs on the GPU
-# too), compute-sanitizer memcheck, racecheck and synccheck over a fuzz run, and the
-# benchmarks. Exits non-zero if any step failed. SKIP_BENCH=1 skips those,
+# too), compute-sanitizer memcheck, racecheck and synccheck over a fuzz run, the
+# simulator's closed loop with the ops on the GPU, and the benchmarks. Exits
+# non-zero if any step failed. SKIP_BENCH=1 skips the benchmarks,
 # SKIP_NUMPY_BENCH=1 the one against the numpy reference; BENCH_ROUNDS sets
 # bench-gpu's interleaved rounds (default 7).
 set -u
@@ -87,6 +88,14 @@ for tool in memcheck racecheck synccheck; do
     compute-sanitizer --tool $tool --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 12 \
     --max-bsz 600 --mask-cols 2048
 done
+# The closed loop on the GPU: the draft state and the ops there, the real
+# draft model (on the CPU) checked against a cache-free recomputation.
+step "simulate --device gpu, tiny model, PD, images" "OK|FAILED|draft model" \
+  python3 -m fastdeploy_mtp simulate --device gpu --draft-model tiny --mode pd -k 3 \
+  --image-prob 0.5 --steps 40 --quiet
+step "memcheck over simulate --device gpu" "ERROR SUMMARY" \
+  compute-sanitizer --tool memcheck --error-exitcode 3 python3 -m fastdeploy_mtp simulate \
+  --device gpu --draft-model tiny --mode mixed -k 4 --image-prob 0.5 --steps 12 --quiet
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   benches=("bench --device gpu" "bench-gpu --rounds ${BENCH_ROUNDS:-7}")
   [ "${SKIP_NUMPY_BENCH:-0}" = 1 ] && benches=("bench-gpu --rounds ${BENCH_ROUNDS:-7}")

@@ -108,12 +108,20 @@ class Node:
     runner: Optional[DraftRunner] = None  # the real draft model, with --draft-model
 
 
+def sim_place(device: str):
+    """Where the base and draft buffers live, and so where the ops run."""
+    import paddle
+
+    return paddle.CUDAPlace(0) if device == "gpu" else paddle.CPUPlace()
+
+
 def make_node(name, role, k, args, rng, legacy) -> Node:
     cfg = ProposerConfig(num_model_steps=k, max_model_len=args.max_prompt + args.max_dec_len + 2 * k + 8,
                          max_num_seqs=args.batch, role=role, kvcache_scheduler_v1=True,
                          truncate_first_token=True, without_fix=legacy)
-    buffers = make_base_buffers(args.batch, k)
-    proposer = MTPProposer(cfg, buffers)
+    place = sim_place(args.device)
+    buffers = make_base_buffers(args.batch, k, place)
+    proposer = MTPProposer(cfg, buffers, place)
     base = ScriptedBase(buffers, k, args.max_dec_len,
                         finish_prob=0.0 if role == "prefill" else args.finish_prob,
                         block_prob=0.0 if role == "prefill" else args.block_prob, rng=rng)

@@ -28,6 +28,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft-model", choices=["tiny"], default=None,
                    help="a real attention model as the draft, checked against a cache-free "
                         "recomputation at every forward")
+    p.add_argument("--device", choices=["cpu", "gpu"], default="cpu",
+                   help="where the draft state lives and the ops run (gpu: the CUDA kernels; "
+                        "needs paddlepaddle-gpu and a GPU). The draft model always runs on "
+                        "the CPU")
     p.add_argument("--image-prob", type=float, default=0.0,
                    help="probability that a prompt has image spans (bidirectional mask)")
     p.add_argument("--plot", metavar="FILE.png")
@@ -77,8 +81,24 @@ def validate(args) -> Optional[str]:
     for name in ("arrival_prob", "finish_prob", "block_prob", "draft_eos_prob", "image_prob"):
         if not 0.0 <= getattr(args, name) <= 1.0:
             return f"{_flag(name)} must be within [0, 1]"
+    if args.device == "gpu":
+        problem = gpu_problem()
+        if problem:
+            return problem
     if args.plot:
         return plot_problem(args.plot)
+    return None
+
+
+def gpu_problem() -> Optional[str]:
+    """Why `--device gpu` cannot run here, checked before the run."""
+    import paddle
+
+    if not paddle.is_compiled_with_cuda():
+        return (f"--device gpu needs a CUDA build of Paddle (paddlepaddle-gpu); this is "
+                f"paddle {paddle.__version__} without CUDA")
+    if paddle.device.cuda.device_count() < 1:
+        return "--device gpu needs a GPU, and this CUDA build of Paddle sees none"
     return None
 
 
@@ -121,7 +141,8 @@ def main(args) -> int:
         print(f"simulate: {problem}", file=sys.stderr)
         return 2
     behaviour = "WITHOUT the fix (old behaviour)" if args.without_fix else "with the fix"
-    extra = f", draft model {args.draft_model}" if args.draft_model else ""
+    extra = ", ops on the GPU" if args.device == "gpu" else ""
+    extra += f", draft model {args.draft_model}" if args.draft_model else ""
     extra += f", image prob {args.image_prob}" if args.image_prob else ""
     print(f"simulate: mode {args.mode}, num_model_steps {args.num_model_steps}, {args.steps} steps, "
           f"batch {args.batch}, seed {args.seed}, {behaviour}{extra}")

@@ -59,6 +59,19 @@ def test_main_exit_codes_and_summary(capsys):
     assert simulate_cli.main(args(num_model_steps=0)) == 2
 
 
+@pytest.mark.parametrize("cuda,gpus,said", [(False, 0, "needs a CUDA build of Paddle"),
+                                             (True, 0, "needs a GPU, and")])
+def test_device_gpu_without_one_is_refused_before_the_run(monkeypatch, capsys, cuda, gpus, said):
+    import paddle
+
+    monkeypatch.setattr(paddle, "is_compiled_with_cuda", lambda: cuda)
+    monkeypatch.setattr(paddle.device.cuda, "device_count", lambda: gpus)
+    assert simulate_cli.main(args(device="gpu", steps=3)) == 2
+    captured = capsys.readouterr()
+    assert f"simulate: --device gpu {said}" in captured.err
+    assert "summary" not in captured.out
+
+
 def test_plot(tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "err.png"

@@ -1,0 +1,57 @@
+"""The closed loop with the CUDA kernels: the simulator's draft state on the
+GPU (``simulate --device gpu``), the real draft model on the CPU reading the
+GPU op's mask offsets. Every step must equal the same run with the CPU ops,
+row for row, and be right with the fix and drift without it. Skipped where
+Paddle has no CUDA."""
+
+import pytest
+
+from fastdeploy_mtp import simulate
+from helpers import gpu_available, sim_args
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not gpu_available(), reason="needs Paddle with CUDA and a GPU")]
+
+
+def args(**kw):
+    return sim_args(**{"steps": 16, "batch": 6, "draft_model": "tiny", "image_prob": 0.5, **kw})
+
+
+def run_rows(a, legacy):
+    """The run's tally and every line it prints (the per-step rows)."""
+    rows = []
+    t = simulate.run(a, legacy=legacy, print_rows=True, out=rows.append)
+    return t, rows
+
+
+def test_the_simulator_puts_the_draft_state_on_the_gpu():
+    import numpy as np
+
+    a = args(device="gpu")
+    node = simulate.make_node("mixed", "mixed", 3, a, np.random.default_rng(0), legacy=False)
+    assert node.proposer.place.is_gpu_place()
+    on_gpu = [name for name, t in {**node.proposer.state, **node.base.buffers}.items()
+              if t.place.is_gpu_place()]
+    # Everything but the host flag not_need_stop (the synchronous preprocess).
+    assert set(on_gpu) == set(node.proposer.state) - {"not_need_stop"} | set(node.base.buffers)
+
+
+@pytest.mark.parametrize("mode,k", [("mixed", 3), ("pd", 3), ("pd", 4), ("mixed", 1)])
+def test_the_gpu_loop_computes_what_the_cpu_loop_does(mode, k):
+    gpu, gpu_rows = run_rows(args(mode=mode, num_model_steps=k, seed=k, device="gpu"), False)
+    cpu, cpu_rows = run_rows(args(mode=mode, num_model_steps=k, seed=k, device="cpu"), False)
+    assert gpu.violations == 0, gpu.first_violation
+    assert gpu.model.disagreements == 0, gpu.model.first
+    assert gpu.model.tokens > 150, gpu.model.tokens
+    assert gpu_rows == cpu_rows
+    assert (gpu.tokens, gpu.model.tokens, gpu.model.max_diff) == \
+        (cpu.tokens, cpu.model.tokens, cpu.model.max_diff)
+
+
+@pytest.mark.parametrize("mode", ["mixed", "pd"])
+def test_without_the_fix_the_gpu_loop_drifts_as_the_cpu_loop_does(mode):
+    gpu, gpu_rows = run_rows(args(mode=mode, num_model_steps=3, seed=5, device="gpu"), True)
+    cpu, cpu_rows = run_rows(args(mode=mode, num_model_steps=3, seed=5, device="cpu"), True)
+    assert gpu.mask_violations > 0 and gpu.model.disagreements > 0
+    assert gpu_rows == cpu_rows
+    assert gpu.model.first == cpu.model.first
