@@ -287,7 +287,8 @@ CPU_TESTS = ["tests/test_hostile_input.py", "tests/test_bad_input.py",
              "tests/test_properties.py", "tests/test_differential.py",
              "tests/test_proposer.py", "tests/test_simulator.py", "tests/test_draft_model.py",
              "tests/test_signature.py", "tests/test_loader.py"]
-GPU_TESTS = ["tests/test_gpu.py", "tests/test_bad_input.py", "tests/test_differential.py"]
+GPU_TESTS = ["tests/test_gpu.py", "tests/test_bad_input.py", "tests/test_differential.py",
+             "tests/test_gpu_loop.py"]
 
 
 def _files() -> list:
@@ -398,6 +399,9 @@ def main() -> int:
     p.add_argument("--deselect", nargs="+", default=[], metavar="NODEID",
                    help="leave these tests out (pytest's --deselect): would another test "
                         "fail where one crashed?")
+    p.add_argument("--tests", nargs="+", metavar="FILE",
+                   help="run these test files instead of the device's set: which mutants "
+                        "does one file kill on its own?")
     args = p.parse_args()
     chosen = [m for m in MUTATIONS if m.device == args.device]
     if args.only:
@@ -409,7 +413,11 @@ def main() -> int:
             stale += not ok
             print(f"{m.device:4} {m.path:32} {m.name}{'' if ok else '   STALE'}")
         return 2 if stale else 0
-    tests = CPU_TESTS if args.device == "cpu" else GPU_TESTS
+    tests = args.tests or (CPU_TESTS if args.device == "cpu" else GPU_TESTS)
+    missing = [t for t in tests if not (REPO / t).exists()]
+    if missing:
+        print(f"mutate: no such test file: {' '.join(missing)}")
+        return 2
     extra = tuple(a for d in args.deselect for a in ("--deselect", d))
     cache = Path(tempfile.mkdtemp(prefix="fastdeploy_mtp_mutants_"))
     try:

@@ -48,6 +48,31 @@ def test_the_gpu_loop_computes_what_the_cpu_loop_does(mode, k):
         (cpu.tokens, cpu.model.tokens, cpu.model.max_diff)
 
 
+def test_long_prompts_through_the_real_model_on_the_gpu():
+    """Prompts up to 160 tokens: past 64, the GPU mask kernel shares a
+    prompt out among its block (a path short prompts never take)."""
+    gpu, gpu_rows = run_rows(args(mode="pd", num_model_steps=3, max_prompt=160, device="gpu"),
+                             False)
+    cpu, cpu_rows = run_rows(args(mode="pd", num_model_steps=3, max_prompt=160, device="cpu"),
+                             False)
+    assert gpu.violations == 0 and gpu.model.disagreements == 0, gpu.model.first
+    assert gpu_rows == cpu_rows
+
+
+@pytest.mark.parametrize("batch", [300, 1000, 2100])
+def test_big_batches_in_the_loop_match_the_cpu(batch):
+    """The launches past one block (clusters at 300; the mask op's grid at
+    1000; both ops' grids at 2100), step after step, long prompts included.
+    No draft model: the invariant on the offsets, and every row equal."""
+    a = dict(mode="mixed", num_model_steps=3, steps=10, batch=batch, max_prompt=160,
+             draft_model=None, seed=batch)
+    gpu, gpu_rows = run_rows(args(**a, device="gpu"), False)
+    cpu, cpu_rows = run_rows(args(**a, device="cpu"), False)
+    assert gpu.violations == 0, gpu.first_violation
+    assert gpu.tokens > 20 * batch, gpu.tokens
+    assert gpu_rows == cpu_rows
+
+
 @pytest.mark.parametrize("mode", ["mixed", "pd"])
 def test_without_the_fix_the_gpu_loop_drifts_as_the_cpu_loop_does(mode):
     gpu, gpu_rows = run_rows(args(mode=mode, num_model_steps=3, seed=5, device="gpu"), True)
