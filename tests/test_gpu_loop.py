@@ -48,13 +48,24 @@ def test_the_gpu_loop_computes_what_the_cpu_loop_does(mode, k):
         (cpu.tokens, cpu.model.tokens, cpu.model.max_diff)
 
 
-def test_long_prompts_through_the_real_model_on_the_gpu():
-    """Prompts up to 160 tokens: past 64, the GPU mask kernel shares a
-    prompt out among its block (a path short prompts never take)."""
-    gpu, gpu_rows = run_rows(args(mode="pd", num_model_steps=3, max_prompt=160, device="gpu"),
-                             False)
-    cpu, cpu_rows = run_rows(args(mode="pd", num_model_steps=3, max_prompt=160, device="cpu"),
-                             False)
+def test_long_prompts_through_the_real_model_on_the_gpu(monkeypatch):
+    """Prompts up to 3000 tokens: past 64, the GPU mask kernel shares a
+    prompt out among its block, and past 8 x its threads (1024 for the 4
+    requests here) a thread walks the prompt in several rounds: paths that
+    short prompts never take."""
+    lengths = []
+    drawn = simulate.new_prompt
+
+    def spy(rng, a):
+        prompt, offsets = drawn(rng, a)
+        lengths.append(len(prompt))
+        return prompt, offsets
+
+    monkeypatch.setattr(simulate, "new_prompt", spy)
+    a = dict(mode="pd", num_model_steps=3, steps=6, batch=4, max_prompt=3000, seed=3)
+    gpu, gpu_rows = run_rows(args(**a, device="gpu"), False)
+    assert max(lengths) > 2048, lengths
+    cpu, cpu_rows = run_rows(args(**a, device="cpu"), False)
     assert gpu.violations == 0 and gpu.model.disagreements == 0, gpu.model.first
     assert gpu_rows == cpu_rows
 
