@@ -48,6 +48,23 @@ def test_the_gpu_loop_computes_what_the_cpu_loop_does(mode, k):
         (cpu.tokens, cpu.model.tokens, cpu.model.max_diff)
 
 
+def test_the_asynchronous_mask_path_in_the_loop(monkeypatch):
+    """FASTDEPLOY_MTP_ASYNC_MASK=1: each mask call launches without a report
+    to the host (the path a captured step takes); the loop reads the
+    offsets back itself. Same rows, and no error left on the device."""
+    import paddle
+
+    from fastdeploy_mtp import ops
+
+    monkeypatch.setenv("FASTDEPLOY_MTP_ASYNC_MASK", "1")
+    gpu, gpu_rows = run_rows(args(mode="pd", num_model_steps=3, seed=7, device="gpu"), False)
+    monkeypatch.delenv("FASTDEPLOY_MTP_ASYNC_MASK")
+    cpu, cpu_rows = run_rows(args(mode="pd", num_model_steps=3, seed=7, device="cpu"), False)
+    assert gpu.violations == 0 and gpu.model.disagreements == 0, gpu.model.first
+    assert gpu_rows == cpu_rows
+    ops.raise_pending_errors(paddle.to_tensor([0], place=paddle.CUDAPlace(0)))
+
+
 def test_long_prompts_through_the_real_model_on_the_gpu(monkeypatch):
     """Prompts up to 3000 tokens: past 64, the GPU mask kernel shares a
     prompt out among its block, and past 8 x its threads (1024 for the 4
