@@ -43,6 +43,7 @@ REF = "fastdeploy_mtp/reference.py"
 SLOTS = "fastdeploy_mtp/slots.py"
 PROP = "fastdeploy_mtp/proposer.py"
 SIM = "fastdeploy_mtp/simulate.py"
+SIM_CLI = "fastdeploy_mtp/simulate_cli.py"
 ORACLE = "fastdeploy_mtp/draft_check.py"
 TINY = "fastdeploy_mtp/tiny_model.py"
 REG = "fastdeploy_mtp/registration.py"
@@ -243,6 +244,8 @@ MUTATIONS = [
              "if not block[i] and E[i] == 0 and S[i] > 0]"),
     Mutation("alignment checked on a mixed node only", SIM, 'if p.config.role != "prefill":',
              'if p.config.role == "mixed":'),
+    Mutation("simulate --device gpu runs where Paddle sees no GPU", SIM_CLI,
+             "    if paddle.device.cuda.device_count() < 1:\n", "    if False:\n"),
     Mutation("oracle compares nothing", ORACLE,
              "bad = (diff > TOLERANCE) | (got.argmax(axis=1) != want.argmax(axis=1))",
              "bad = diff > 1e30"),

@@ -4,9 +4,10 @@ GPU op's mask offsets. Every step must equal the same run with the CPU ops,
 row for row, and be right with the fix and drift without it. Skipped where
 Paddle has no CUDA."""
 
+import numpy as np
 import pytest
 
-from fastdeploy_mtp import simulate
+from fastdeploy_mtp import ops, simulate
 from helpers import gpu_available, sim_args
 
 pytestmark = [pytest.mark.gpu,
@@ -24,9 +25,16 @@ def run_rows(a, legacy):
     return t, rows
 
 
-def test_the_simulator_puts_the_draft_state_on_the_gpu():
-    import numpy as np
+def gpu_and_cpu(legacy=False, **kw):
+    """The same run on the GPU's ops and on the CPU's, every printed row
+    asserted equal; their tallies."""
+    gpu, gpu_rows = run_rows(args(**kw, device="gpu"), legacy)
+    cpu, cpu_rows = run_rows(args(**kw, device="cpu"), legacy)
+    assert gpu_rows == cpu_rows
+    return gpu, cpu
 
+
+def test_the_simulator_puts_the_draft_state_on_the_gpu():
     a = args(device="gpu")
     node = simulate.make_node("mixed", "mixed", 3, a, np.random.default_rng(0), legacy=False)
     assert node.proposer.place.is_gpu_place()
@@ -38,30 +46,24 @@ def test_the_simulator_puts_the_draft_state_on_the_gpu():
 
 @pytest.mark.parametrize("mode,k", [("mixed", 3), ("pd", 3), ("pd", 4), ("mixed", 1)])
 def test_the_gpu_loop_computes_what_the_cpu_loop_does(mode, k):
-    gpu, gpu_rows = run_rows(args(mode=mode, num_model_steps=k, seed=k, device="gpu"), False)
-    cpu, cpu_rows = run_rows(args(mode=mode, num_model_steps=k, seed=k, device="cpu"), False)
+    gpu, cpu = gpu_and_cpu(mode=mode, num_model_steps=k, seed=k)
     assert gpu.violations == 0, gpu.first_violation
     assert gpu.model.disagreements == 0, gpu.model.first
     assert gpu.model.tokens > 150, gpu.model.tokens
-    assert gpu_rows == cpu_rows
     assert (gpu.tokens, gpu.model.tokens, gpu.model.max_diff) == \
         (cpu.tokens, cpu.model.tokens, cpu.model.max_diff)
 
 
 def test_the_asynchronous_mask_path_in_the_loop(monkeypatch):
-    """FASTDEPLOY_MTP_ASYNC_MASK=1: each mask call launches without a report
-    to the host (the path a captured step takes); the loop reads the
-    offsets back itself. Same rows, and no error left on the device."""
+    """FASTDEPLOY_MTP_ASYNC_MASK=1 (the CPU op has no asynchronous path):
+    each GPU mask call launches without a report to the host, the path a
+    captured step takes; the loop reads the offsets back itself. Same rows,
+    and no error left on the device."""
     import paddle
 
-    from fastdeploy_mtp import ops
-
     monkeypatch.setenv("FASTDEPLOY_MTP_ASYNC_MASK", "1")
-    gpu, gpu_rows = run_rows(args(mode="pd", num_model_steps=3, seed=7, device="gpu"), False)
-    monkeypatch.delenv("FASTDEPLOY_MTP_ASYNC_MASK")
-    cpu, cpu_rows = run_rows(args(mode="pd", num_model_steps=3, seed=7, device="cpu"), False)
+    gpu, _ = gpu_and_cpu(mode="pd", num_model_steps=3, seed=7)
     assert gpu.violations == 0 and gpu.model.disagreements == 0, gpu.model.first
-    assert gpu_rows == cpu_rows
     ops.raise_pending_errors(paddle.to_tensor([0], place=paddle.CUDAPlace(0)))
 
 
@@ -79,12 +81,9 @@ def test_long_prompts_through_the_real_model_on_the_gpu(monkeypatch):
         return prompt, offsets
 
     monkeypatch.setattr(simulate, "new_prompt", spy)
-    a = dict(mode="pd", num_model_steps=3, steps=6, batch=4, max_prompt=3000, seed=3)
-    gpu, gpu_rows = run_rows(args(**a, device="gpu"), False)
+    gpu, _ = gpu_and_cpu(mode="pd", num_model_steps=3, steps=6, batch=4, max_prompt=3000, seed=3)
     assert max(lengths) > 2048, lengths
-    cpu, cpu_rows = run_rows(args(**a, device="cpu"), False)
     assert gpu.violations == 0 and gpu.model.disagreements == 0, gpu.model.first
-    assert gpu_rows == cpu_rows
 
 
 @pytest.mark.parametrize("batch", [300, 1000, 2100])
@@ -92,19 +91,14 @@ def test_big_batches_in_the_loop_match_the_cpu(batch):
     """The launches past one block (clusters at 300; the mask op's grid at
     1000; both ops' grids at 2100), step after step, long prompts included.
     No draft model: the invariant on the offsets, and every row equal."""
-    a = dict(mode="mixed", num_model_steps=3, steps=10, batch=batch, max_prompt=160,
-             draft_model=None, seed=batch)
-    gpu, gpu_rows = run_rows(args(**a, device="gpu"), False)
-    cpu, cpu_rows = run_rows(args(**a, device="cpu"), False)
+    gpu, _ = gpu_and_cpu(mode="mixed", num_model_steps=3, steps=10, batch=batch, max_prompt=160,
+                         draft_model=None, seed=batch)
     assert gpu.violations == 0, gpu.first_violation
     assert gpu.tokens > 20 * batch, gpu.tokens
-    assert gpu_rows == cpu_rows
 
 
 @pytest.mark.parametrize("mode", ["mixed", "pd"])
 def test_without_the_fix_the_gpu_loop_drifts_as_the_cpu_loop_does(mode):
-    gpu, gpu_rows = run_rows(args(mode=mode, num_model_steps=3, seed=5, device="gpu"), True)
-    cpu, cpu_rows = run_rows(args(mode=mode, num_model_steps=3, seed=5, device="cpu"), True)
+    gpu, cpu = gpu_and_cpu(legacy=True, mode=mode, num_model_steps=3, seed=5)
     assert gpu.mask_violations > 0 and gpu.model.disagreements > 0
-    assert gpu_rows == cpu_rows
     assert gpu.model.first == cpu.model.first
