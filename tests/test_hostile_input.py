@@ -628,12 +628,28 @@ def test_decode_role_needs_room_for_k_positions():
     (["bench-gpu", "--rounds", "0"], "--rounds must be within"),
 ])
 def test_command_line_misuse_is_one_line_and_exit_2(capsys, argv, needle):
+    import importlib.util
+
     from fastdeploy_mtp.__main__ import main
 
+    if "--plot" in argv and importlib.util.find_spec("matplotlib") is None:
+        needle = "--plot needs matplotlib"  # the README's test extras have none
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert out == "", out  # refused before any run: no table rows
     assert needle in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_plot_without_matplotlib_is_one_line_and_exit_2(monkeypatch, capsys):
+    import sys
+
+    from fastdeploy_mtp.__main__ import main
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib fails
+    assert main(["simulate", "--plot", "x.png"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "", out
+    assert err == "simulate: --plot needs matplotlib (pip install matplotlib)\n", err
 
 
 def test_bench_gpu_without_a_gpu_is_one_line_and_exit_2(capsys):
