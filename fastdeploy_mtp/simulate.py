@@ -41,6 +41,9 @@ class Tally:
     mask_violations: int = 0
     align_violations: int = 0
     substeps: int = 0
+    # Decoding requests the preprocess rolled back (each request, each step):
+    # the only ones a wrong mask rollback can move.
+    rolled_back: int = 0
     step_error: List[int] = field(default_factory=list)  # max |offset error| per step
     first_violation: Optional[str] = None
     model: Optional[ModelTally] = None  # with --draft-model
@@ -91,6 +94,7 @@ def check_alignment(p: MTPProposer, base: ScriptedBase, running: bool, tally: Ta
             continue
         if st["seq_lens_encoder"][i] != 0:
             continue
+        tally.rolled_back += 1
         a = base.a["accept_num"][i]
         for name in ("seq_lens_decoder", "step_idx"):
             want = base.a[name][i] - a

@@ -161,6 +161,10 @@ def main(args) -> int:
     if args.without_fix and not t.failed and args.num_model_steps == 1:
         print("with num_model_steps 1 there is nothing to roll back: the old behaviour was "
               "already right")
+    elif args.without_fix and not t.failed and t.rolled_back == 0:
+        print(f"no request reached a decode step (each ended first, --max-dec-len "
+              f"{args.max_dec_len}): nothing was rolled back, so the old behaviour could not "
+              f"drift; raise --max-dec-len or --steps to see it")
     if args.plot:
         plot(args, args.plot)
     if not t.failed:

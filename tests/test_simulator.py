@@ -16,6 +16,7 @@ def args(**kw):
 def test_mask_offsets_stay_right(mode, k, seed):
     t = simulate.run(args(mode=mode, num_model_steps=k, seed=seed), legacy=False, print_rows=False)
     assert t.tokens > 200 and t.substeps >= 40 * (1 if k == 1 and mode == "mixed" else 2)
+    assert t.rolled_back > 40, t.rolled_back  # decode steps, each after a rollback
     assert t.violations == 0, t.first_violation
 
 
@@ -57,6 +58,20 @@ def test_main_exit_codes_and_summary(capsys):
     assert simulate_cli.main(args(num_model_steps=1, steps=15, quiet=True, without_fix=True)) == 0
     assert "already right" in capsys.readouterr().out
     assert simulate_cli.main(args(num_model_steps=0)) == 2
+
+
+def test_without_the_fix_a_run_with_no_decode_step_says_why_nothing_drifted(capsys):
+    """--max-dec-len 2: every request ends right after its prefill step, so
+    the old behaviour has nothing to get wrong; the run says so instead of
+    a bare OK that reads as "the old behaviour is fine"."""
+    hint = "no request reached a decode step"
+    a = dict(num_model_steps=3, steps=15, quiet=True, max_dec_len=2)
+    assert simulate_cli.main(args(**a, without_fix=True)) == 0
+    assert hint in capsys.readouterr().out
+    assert simulate_cli.main(args(**a)) == 0  # with the fix there is nothing to explain
+    assert hint not in capsys.readouterr().out
+    assert simulate_cli.main(args(**{**a, "max_dec_len": 40}, without_fix=True)) == 1
+    assert hint not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("cuda,gpus,said", [(False, 0, "needs a CUDA build of Paddle"),
