@@ -244,6 +244,8 @@ MUTATIONS = [
              "if not block[i] and E[i] == 0 and S[i] > 0]"),
     Mutation("alignment checked on a mixed node only", SIM, 'if p.config.role != "prefill":',
              'if p.config.role == "mixed":'),
+    Mutation("the tally counts no rolled-back request", SIM, "        tally.rolled_back += 1\n",
+             "\n"),
     Mutation("simulate --device gpu runs where Paddle sees no GPU", SIM_CLI,
              "    if paddle.device.cuda.device_count() < 1:\n", "    if False:\n"),
     Mutation("oracle compares nothing", ORACLE,
