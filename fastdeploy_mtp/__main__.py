@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     sg.add_argument("--write", action="store_true")
     b = sub.add_parser("bench", help="per-call time of each op next to the numpy reference")
     b.add_argument("--device", choices=["cpu", "gpu"], default=None,
-                   help="default: gpu if Paddle has CUDA, else cpu")
+                   help="default: gpu where Paddle has CUDA and sees a GPU, else cpu")
     b.add_argument("--bsz", type=int, nargs="+", default=[1, 64, 512, 4096])
     b.add_argument("--repeat", type=int, default=200, help="op calls timed per size")
     from .simulate_cli import add_arguments

@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from . import ops, reference, states
+from .devices import gpu_problem
 
 ROUNDS = 5
 K = 3  # num_model_step of the benchmark states
@@ -53,9 +54,10 @@ def _side_by_side(op_fn, ref_fn, op_calls: int):
 def main(args) -> int:
     import paddle
 
-    device = args.device or ("gpu" if paddle.is_compiled_with_cuda() else "cpu")
-    if device == "gpu" and not paddle.is_compiled_with_cuda():
-        print("bench: this Paddle has no CUDA; use --device cpu", file=sys.stderr)
+    problem = gpu_problem("--device gpu")
+    device = args.device or ("cpu" if problem else "gpu")
+    if device == "gpu" and problem:
+        print(f"bench: {problem}; use --device cpu", file=sys.stderr)
         return 2
     place = paddle.CUDAPlace(0) if device == "gpu" else paddle.CPUPlace()
     ops.load_library()

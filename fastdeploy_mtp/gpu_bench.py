@@ -282,12 +282,11 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
 def main(args) -> int:
     import sys
 
-    import paddle
+    from .devices import gpu_problem
 
-    if not paddle.is_compiled_with_cuda() or paddle.device.cuda.device_count() == 0:
-        print("bench-gpu: needs paddlepaddle-gpu and a GPU; this Paddle "
-              f"({paddle.__version__}) has none. `bench --device cpu` times the CPU path",
-              file=sys.stderr)
+    problem = gpu_problem("bench-gpu")
+    if problem:
+        print(f"{problem}. `bench --device cpu` times the CPU path", file=sys.stderr)
         return 2
     if not args.graph_only:
         run(args.bsz, args.calls, args.rounds)

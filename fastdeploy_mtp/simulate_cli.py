@@ -11,6 +11,7 @@ import os
 import sys
 from typing import Optional
 
+from .devices import gpu_problem
 from .simulate import run
 
 # Bounds that keep a run within this machine's memory and a sensible time.
@@ -82,23 +83,11 @@ def validate(args) -> Optional[str]:
         if not 0.0 <= getattr(args, name) <= 1.0:
             return f"{_flag(name)} must be within [0, 1]"
     if args.device == "gpu":
-        problem = gpu_problem()
+        problem = gpu_problem("--device gpu")
         if problem:
             return problem
     if args.plot:
         return plot_problem(args.plot)
-    return None
-
-
-def gpu_problem() -> Optional[str]:
-    """Why `--device gpu` cannot run here, checked before the run."""
-    import paddle
-
-    if not paddle.is_compiled_with_cuda():
-        return (f"--device gpu needs a CUDA build of Paddle (paddlepaddle-gpu); this is "
-                f"paddle {paddle.__version__} without CUDA")
-    if paddle.device.cuda.device_count() < 1:
-        return "--device gpu needs a GPU, and this CUDA build of Paddle sees none"
     return None
 
 

@@ -43,7 +43,8 @@ REF = "fastdeploy_mtp/reference.py"
 SLOTS = "fastdeploy_mtp/slots.py"
 PROP = "fastdeploy_mtp/proposer.py"
 SIM = "fastdeploy_mtp/simulate.py"
-SIM_CLI = "fastdeploy_mtp/simulate_cli.py"
+DEVICES = "fastdeploy_mtp/devices.py"
+BENCH = "fastdeploy_mtp/bench.py"
 ORACLE = "fastdeploy_mtp/draft_check.py"
 TINY = "fastdeploy_mtp/tiny_model.py"
 REG = "fastdeploy_mtp/registration.py"
@@ -246,8 +247,11 @@ MUTATIONS = [
              'if p.config.role == "mixed":'),
     Mutation("the tally counts no rolled-back request", SIM, "        tally.rolled_back += 1\n",
              "\n"),
-    Mutation("simulate --device gpu runs where Paddle sees no GPU", SIM_CLI,
+    Mutation("a GPU command runs where Paddle sees no GPU", DEVICES,
              "    if paddle.device.cuda.device_count() < 1:\n", "    if False:\n"),
+    Mutation("bench defaults to the GPU where there is none", BENCH,
+             'device = args.device or ("cpu" if problem else "gpu")',
+             'device = args.device or "gpu"'),
     Mutation("oracle compares nothing", ORACLE,
              "bad = (diff > TOLERANCE) | (got.argmax(axis=1) != want.argmax(axis=1))",
              "bad = diff > 1e30"),

@@ -8,6 +8,8 @@ type, proposer misuse, command-line misuse, and the zero-token mask call's
 warnings. The op classes run on every device of helpers.DEVICES.
 """
 
+import argparse
+
 import numpy as np
 import pytest
 
@@ -652,13 +654,46 @@ def test_plot_without_matplotlib_is_one_line_and_exit_2(monkeypatch, capsys):
     assert err == "simulate: --plot needs matplotlib (pip install matplotlib)\n", err
 
 
-def test_bench_gpu_without_a_gpu_is_one_line_and_exit_2(capsys):
+# Both causes, whatever this machine has: Paddle's answers are replaced.
+NO_GPU = [(False, 0, "needs a CUDA build of Paddle (paddlepaddle-gpu)"),
+          (True, 0, "needs a GPU, and this CUDA build of Paddle sees none")]
+
+
+def _pretend(monkeypatch, cuda: bool, gpus: int) -> None:
     import paddle
 
-    if paddle.is_compiled_with_cuda():
-        pytest.skip("this Paddle has CUDA")
+    monkeypatch.setattr(paddle, "is_compiled_with_cuda", lambda: cuda)
+    monkeypatch.setattr(paddle.device.cuda, "device_count", lambda: gpus)
+
+
+@pytest.mark.parametrize("cuda,gpus,said", NO_GPU)
+def test_bench_gpu_without_a_gpu_is_one_line_and_exit_2(monkeypatch, capsys, cuda, gpus, said):
     from fastdeploy_mtp.__main__ import main
 
+    _pretend(monkeypatch, cuda, gpus)
     assert main(["bench-gpu", "--bsz", "1"]) == 2
     out, err = capsys.readouterr()
-    assert "bench-gpu: needs paddlepaddle-gpu and a GPU" in err and err.count("\n") == 1
+    assert out == "" and err.startswith(f"bench-gpu {said}") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("cuda,gpus,said", NO_GPU)
+def test_bench_on_a_gpu_without_one_is_one_line_and_exit_2(monkeypatch, capsys, cuda, gpus, said):
+    from fastdeploy_mtp.__main__ import main
+
+    _pretend(monkeypatch, cuda, gpus)
+    assert main(["bench", "--device", "gpu", "--bsz", "1"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"bench: --device gpu {said}") and err.count("\n") == 1, err
+    assert err.endswith("; use --device cpu\n"), err
+
+
+def test_bench_without_a_gpu_times_the_cpu(monkeypatch, capsys):
+    """A CUDA build of Paddle on a machine with no GPU: bench's default is the CPU."""
+    from fastdeploy_mtp import bench
+
+    _pretend(monkeypatch, True, 0)
+    monkeypatch.setattr(bench, "ROUNDS", 1)
+    monkeypatch.setattr(bench, "insert_bench", lambda: print("insert timed"))
+    assert bench.main(argparse.Namespace(device=None, bsz=[1], repeat=1)) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("device: cpu") and "insert timed" in out, out
