@@ -15,7 +15,10 @@ the same run on the same state:
   copies, no checks);
 - async: ``not_need_stop`` on the GPU (no copy, no synchronise), against an op
   of the same signature that launches one empty kernel; per-call time of
-  back-to-back calls, one sync at the end;
+  back-to-back calls, one sync at the end. "ours async" goes through the
+  Python wrapper (``ops.py``, which checks what C++ cannot see), "raw op" calls
+  the registered op positionally, as FastDeploy does and as the empty-kernel
+  op is called: the two apart show what the wrapper costs;
 - the same for ``update_attn_mask_offsets`` (async through
   ``FASTDEPLOY_MTP_ASYNC_MASK=1``).
 The baseline's result is compared with the numpy reference at every size.
@@ -133,6 +136,7 @@ def run(bsz_list, calls: int, rounds: int = 7, print_fn=print) -> None:
     _check_floor_signatures()
     attrs = dict(num_model_step=K, truncate_first_token=False, splitwise_prefill=False,
                  kvcache_scheduler_v1=True)
+    raw = ops.load_library()
     rng = np.random.default_rng(0)
     probe = paddle.to_tensor(np.zeros(8, np.int32), place=place)
     sync = functools.partial(lib.bench_floor, probe)  # kernel + 1-byte copy + sync
@@ -142,8 +146,9 @@ def run(bsz_list, calls: int, rounds: int = 7, print_fn=print) -> None:
     print_fn("")
     print_fn("draft_model_preprocess, per call (us)")
     print_fn("| bsz | ours sync | floor | ours/floor | floor, 1-tensor op | baseline | ours/baseline "
-             "| baseline correct | ours async | empty kernel | async/empty | empty, 1-tensor op |")
-    print_fn("|---:|---:|---:|---:|---:|---:|---:|:---|---:|---:|---:|---:|")
+             "| baseline correct | ours async | empty kernel | async/empty | empty, 1-tensor op "
+             "| raw op async | raw/empty |")
+    print_fn("|---:|---:|---:|---:|---:|---:|---:|:---|---:|---:|---:|---:|---:|---:|")
     for bsz in bsz_list:
         s = states.repeatable_preprocess_state(rng, bsz, num_model_step=K)
         ours, base, asyn = _gpu_state(s, place), _gpu_state(s, place), _gpu_state(s, place, True)
@@ -153,6 +158,7 @@ def run(bsz_list, calls: int, rounds: int = 7, print_fn=print) -> None:
             "floor1": (lambda: lib.bench_floor(probe), None),
             "baseline": (lambda: lib.bench_baseline_preprocess(*base.values(), *attrs.values()), None),
             "async": (lambda: ops.draft_model_preprocess(**asyn, **attrs), sync),
+            "raw": (lambda: raw.draft_model_preprocess(*asyn.values(), *attrs.values()), sync),
             "empty": (lambda: lib.bench_empty_preprocess(*base.values(), *attrs.values()), sync),
             "empty1": (lambda: lib.bench_empty(probe), sync),
         }, calls, rounds)
@@ -161,12 +167,14 @@ def run(bsz_list, calls: int, rounds: int = 7, print_fn=print) -> None:
         print_fn(f"| {bsz} | {us['ours']:.1f} | {us['floor']:.1f} | {us['ours'] / us['floor']:.2f} "
                  f"| {us['floor1']:.1f} | {us['baseline']:.1f} | {us['ours'] / us['baseline']:.2f} "
                  f"| {'yes' if ok else 'NO'} | {us['async']:.1f} | {us['empty']:.1f} "
-                 f"| {us['async'] / us['empty']:.2f} | {us['empty1']:.1f} |")
+                 f"| {us['async'] / us['empty']:.2f} | {us['empty1']:.1f} "
+                 f"| {us['raw']:.1f} | {us['raw'] / us['empty']:.2f} |")
 
     print_fn("")
     print_fn("update_attn_mask_offsets, per call (us)")
-    print_fn("| bsz | ours sync | floor | ours/floor | ours async | empty kernel | async/empty |")
-    print_fn("|---:|---:|---:|---:|---:|---:|---:|")
+    print_fn("| bsz | ours sync | floor | ours/floor | ours async | empty kernel | async/empty "
+             "| raw op async | raw/empty |")
+    print_fn("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for bsz in bsz_list:
         s = states.mask_state(rng, bsz)
         t = _gpu_state(s, place)
@@ -175,11 +183,14 @@ def run(bsz_list, calls: int, rounds: int = 7, print_fn=print) -> None:
             "ours": (mask, None),
             "floor": (lambda: lib.bench_floor_mask(*t.values()), None),
             "async": (mask, sync, {"FASTDEPLOY_MTP_ASYNC_MASK": "1"}),
+            "raw": (lambda: raw.update_attn_mask_offsets(*t.values()), sync,
+                    {"FASTDEPLOY_MTP_ASYNC_MASK": "1"}),
             "empty": (lambda: lib.bench_empty_mask(*t.values()), sync),
         }, calls, rounds)
         us = {k: v * 1e6 for k, v in r.items()}
         print_fn(f"| {bsz} | {us['ours']:.1f} | {us['floor']:.1f} | {us['ours'] / us['floor']:.2f} "
-                 f"| {us['async']:.1f} | {us['empty']:.1f} | {us['async'] / us['empty']:.2f} |")
+                 f"| {us['async']:.1f} | {us['empty']:.1f} | {us['async'] / us['empty']:.2f} "
+                 f"| {us['raw']:.1f} | {us['raw'] / us['empty']:.2f} |")
     ops.raise_pending_errors(probe)
 
 
