@@ -96,6 +96,14 @@ step "simulate --device gpu, tiny model, PD, images" "OK|FAILED|draft model" \
 step "memcheck over simulate --device gpu" "ERROR SUMMARY" \
   compute-sanitizer --tool memcheck --error-exitcode 3 python3 -m fastdeploy_mtp simulate \
   --device gpu --draft-model tiny --mode mixed -k 4 --image-prob 0.5 --steps 12 --quiet
+# The same loop as a production runner drives it: preprocess and the mask call
+# captured in CUDA graphs once, then only replayed.
+step "simulate --device gpu --graphs, tiny model, PD, images" "OK|FAILED|draft model" \
+  python3 -m fastdeploy_mtp simulate --device gpu --graphs --draft-model tiny --mode pd -k 3 \
+  --image-prob 0.5 --steps 40 --quiet
+step "memcheck over simulate --device gpu --graphs" "ERROR SUMMARY" \
+  compute-sanitizer --tool memcheck --error-exitcode 3 python3 -m fastdeploy_mtp simulate \
+  --device gpu --graphs --draft-model tiny --mode mixed -k 4 --image-prob 0.5 --steps 12 --quiet
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   benches=("bench --device gpu" "bench-gpu --rounds ${BENCH_ROUNDS:-7}")
   [ "${SKIP_NUMPY_BENCH:-0}" = 1 ] && benches=("bench-gpu --rounds ${BENCH_ROUNDS:-7}")

@@ -9,6 +9,7 @@ FastDeploy-style runners key them (``buffers.BASE_KEYS``).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional
 
@@ -171,23 +172,39 @@ class MTPProposer:
             write(self.state[name], arr)
         self.occupied.difference_update(slots)
 
-    def prepare_inputs(self) -> bool:
-        """draft_model_preprocess for this engine step; returns not_need_stop.
+    def preprocess_arguments(self, not_need_stop=None) -> dict:
+        """draft_model_preprocess's arguments for this node, by name.
 
         A prefill node runs it with splitwise_prefill and num_model_step 1.
+        ``not_need_stop``, if given, stands for the proposer's host flag: a
+        [1] bool tensor on the GPU makes the call asynchronous, so that a
+        runner can capture it in a CUDA graph (``captured.CapturedDraft``).
         """
         cfg = self.config
         prefill_node = cfg.role == "prefill"
-        before = read(self.state["mask_rollback"]) if cfg.without_fix else None
-        ops.draft_model_preprocess(
-            **self._preprocess_args,
-            num_model_step=1 if prefill_node else cfg.num_model_steps,
-            truncate_first_token=bool(cfg.truncate_first_token),
-            splitwise_prefill=prefill_node,
-            kvcache_scheduler_v1=bool(cfg.kvcache_scheduler_v1),
-        )
+        args = dict(self._preprocess_args,
+                    num_model_step=1 if prefill_node else cfg.num_model_steps,
+                    truncate_first_token=bool(cfg.truncate_first_token),
+                    splitwise_prefill=prefill_node,
+                    kvcache_scheduler_v1=bool(cfg.kvcache_scheduler_v1))
+        if not_need_stop is not None:
+            args["not_need_stop"] = not_need_stop
+        return args
+
+    @contextlib.contextmanager
+    def preprocess_effects(self):
+        """Around a run of draft_model_preprocess (eager or replayed): with
+        ``without_fix``, the op's update of mask_rollback is undone, as the op
+        before the fix never touched it."""
+        before = read(self.state["mask_rollback"]) if self.config.without_fix else None
+        yield
         if before is not None:
-            write(self.state["mask_rollback"], before)  # the op before the fix never touched it
+            write(self.state["mask_rollback"], before)
+
+    def prepare_inputs(self) -> bool:
+        """draft_model_preprocess for this engine step; returns not_need_stop."""
+        with self.preprocess_effects():
+            ops.draft_model_preprocess(**self.preprocess_arguments())
         return bool(self.state["not_need_stop"].numpy()[0])
 
     def cu_seqlens_q(self):

@@ -25,11 +25,12 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import List, Optional, Union
 
 import numpy as np
 
 from .buffers import make_base_buffers, read as _read, write as _write
+from .captured import CapturedDraft, EagerDraft
 from .draft_check import DraftRunner, ModelTally, true_ends
 from .proposer import MTPProposer, ProposerConfig, Request
 from .sim_models import VOCAB, ScriptedBase, draft_substep_update
@@ -44,6 +45,7 @@ class Tally:
     # Decoding requests the preprocess rolled back (each request, each step):
     # the only ones a wrong mask rollback can move.
     rolled_back: int = 0
+    replays: int = 0  # with --graphs: op calls replayed from a captured CUDA graph
     step_error: List[int] = field(default_factory=list)  # max |offset error| per step
     first_violation: Optional[str] = None
     model: Optional[ModelTally] = None  # with --draft-model
@@ -109,6 +111,7 @@ class Node:
     proposer: MTPProposer
     base: ScriptedBase
     name: str
+    draft: Union[EagerDraft, CapturedDraft]  # how the ops are called (--graphs: replayed)
     runner: Optional[DraftRunner] = None  # the real draft model, with --draft-model
 
 
@@ -132,7 +135,10 @@ def make_node(name, role, k, args, rng, legacy) -> Node:
     runner = None
     if args.draft_model == "tiny":  # both nodes hold the same weights
         runner = DraftRunner(args.batch, cfg.max_model_len, VOCAB, seed=0)
-    return Node(proposer, base, name, runner)
+    # A substep feeds a request at most its prompt or k + 1 tokens.
+    draft = (CapturedDraft(proposer, args.batch * (args.max_prompt + k + 1)) if args.graphs
+             else EagerDraft(proposer))
+    return Node(proposer, base, name, draft, runner)
 
 
 def step_tokens(p: MTPProposer, n_all: np.ndarray, cu: np.ndarray) -> np.ndarray:
@@ -157,11 +163,9 @@ def fed_requests(p: MTPProposer, n_all: np.ndarray, cu: np.ndarray) -> List[tupl
 
 def engine_step(node: Node, step: int, rng, args, tally: Tally) -> dict:
     """Base run, preprocess, then the draft substeps; returns table counts."""
-    import paddle
-
     p, base = node.proposer, node.base
     counts = base.run()
-    running = p.prepare_inputs()
+    running = node.draft.prepare_inputs()
     where = f"step {step} {node.name}"
     if p.config.role != "prefill":
         check_alignment(p, base, running, tally, where)
@@ -172,8 +176,7 @@ def engine_step(node: Node, step: int, rng, args, tally: Tally) -> dict:
         cu = np.zeros(n_all.shape[0] + 1, np.int32)
         cu[1:] = np.cumsum(n_all)
         ids = step_tokens(p, n_all, cu)
-        out = p.update_attn_mask_offsets(paddle.to_tensor(ids, place=p.place),
-                                         paddle.to_tensor(cu, place=p.place)).numpy()
+        out = node.draft.mask_offsets(ids, cu)
         here = f"{where} substep {sub}"
         fed = fed_requests(p, n_all, cu)
         worst = max(worst, check_mask_offsets(base, out, fed, tally, here))
@@ -303,4 +306,7 @@ def run(args, legacy: bool, print_rows: bool = True, out=print) -> Tally:
                 f"{row['finished']:>4} {row['stopped']:>5} {tally.tokens - before_tokens:>7} "
                 f"{tally.violations - before_viol:>5} {row['worst']:>7}{model_row}")
         progress.tick(step)
+    for node in nodes:
+        tally.replays += node.draft.replays
+        node.draft.release()
     return tally

@@ -33,6 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="where the draft state lives and the ops run (gpu: the CUDA kernels; "
                         "needs paddlepaddle-gpu and a GPU). The draft model always runs on "
                         "the CPU")
+    p.add_argument("--graphs", action="store_true",
+                   help="with --device gpu: capture preprocess and the mask call in CUDA graphs "
+                        "once, then only replay them, as a production runner does")
     p.add_argument("--image-prob", type=float, default=0.0,
                    help="probability that a prompt has image spans (bidirectional mask)")
     p.add_argument("--plot", metavar="FILE.png")
@@ -82,6 +85,8 @@ def validate(args) -> Optional[str]:
     for name in ("arrival_prob", "finish_prob", "block_prob", "draft_eos_prob", "image_prob"):
         if not 0.0 <= getattr(args, name) <= 1.0:
             return f"{_flag(name)} must be within [0, 1]"
+    if args.graphs and args.device != "gpu":
+        return "--graphs needs --device gpu (CUDA graphs capture GPU work)"
     if args.device == "gpu":
         problem = gpu_problem("--device gpu")
         if problem:
@@ -131,6 +136,7 @@ def main(args) -> int:
         return 2
     behaviour = "WITHOUT the fix (old behaviour)" if args.without_fix else "with the fix"
     extra = ", ops on the GPU" if args.device == "gpu" else ""
+    extra += ", replayed from CUDA graphs" if args.graphs else ""
     extra += f", draft model {args.draft_model}" if args.draft_model else ""
     extra += f", image prob {args.image_prob}" if args.image_prob else ""
     print(f"simulate: mode {args.mode}, num_model_steps {args.num_model_steps}, {args.steps} steps, "
@@ -138,7 +144,8 @@ def main(args) -> int:
     t = run(args, legacy=args.without_fix, print_rows=not args.quiet)
     print(f"summary: {args.steps} steps, {t.substeps} substeps, {t.tokens} tokens checked, "
           f"{t.violations} violations ({t.mask_violations} mask offsets, "
-          f"{t.align_violations} alignment)")
+          f"{t.align_violations} alignment)"
+          + (f"; {t.replays} op calls replayed from CUDA graphs" if args.graphs else ""))
     if t.model is not None:
         print(f"draft model: {t.model.tokens} draft tokens checked against a cache-free "
               f"recomputation, {t.model.disagreements} disagreements, max |logit diff| "

@@ -102,3 +102,83 @@ def test_without_the_fix_the_gpu_loop_drifts_as_the_cpu_loop_does(mode):
     gpu, cpu = gpu_and_cpu(legacy=True, mode=mode, num_model_steps=3, seed=5)
     assert gpu.mask_violations > 0 and gpu.model.disagreements > 0
     assert gpu.model.first == cpu.model.first
+
+
+# The loop as a production runner drives it: preprocess and the mask call
+# captured in CUDA graphs on their first use, then only replayed
+# (captured.CapturedDraft, `simulate --device gpu --graphs`).
+
+def replays_expected(a):
+    """One preprocess and k mask calls a step on a mixed or decode node; one
+    and one on a prefill node."""
+    k = a.num_model_steps
+    per_step = 1 + k if a.mode == "mixed" else (1 + 1) + (1 + k)
+    return a.steps * per_step
+
+
+def captured_and_cpu(legacy=False, **kw):
+    """The same run replayed from CUDA graphs on the GPU and called eagerly
+    on the CPU, every printed row asserted equal; their tallies."""
+    a = args(**kw, device="gpu", graphs=True)
+    gpu, gpu_rows = run_rows(a, legacy)
+    cpu, cpu_rows = run_rows(args(**kw, device="cpu"), legacy)
+    assert gpu_rows == cpu_rows
+    assert gpu.replays == replays_expected(a) and cpu.replays == 0
+    return gpu, cpu
+
+
+@pytest.mark.parametrize("mode,k", [("mixed", 3), ("pd", 3), ("pd", 2), ("mixed", 1)])
+def test_the_captured_loop_computes_what_the_cpu_loop_does(mode, k):
+    gpu, cpu = captured_and_cpu(mode=mode, num_model_steps=k, seed=10 + k)
+    assert gpu.violations == 0, gpu.first_violation
+    assert gpu.model.disagreements == 0, gpu.model.first
+    assert gpu.model.tokens > 150 and gpu.rolled_back > 20, (gpu.model.tokens, gpu.rolled_back)
+    assert (gpu.tokens, gpu.model.tokens, gpu.model.max_diff) == \
+        (cpu.tokens, cpu.model.tokens, cpu.model.max_diff)
+
+
+@pytest.mark.parametrize("batch", [300, 1000])
+def test_big_captured_batches_match_the_cpu(batch):
+    """Replayed clusters (300) and grids (1000: the mask op's grid), whose
+    scratch the warm-up allocated before the first capture."""
+    gpu, _ = captured_and_cpu(mode="mixed", num_model_steps=3, steps=8, batch=batch,
+                              max_prompt=160, draft_model=None, seed=batch)
+    assert gpu.violations == 0, gpu.first_violation
+    assert gpu.tokens > 15 * batch, gpu.tokens
+
+
+def test_without_the_fix_the_captured_loop_drifts_as_the_cpu_loop_does():
+    gpu, cpu = captured_and_cpu(legacy=True, mode="pd", num_model_steps=3, seed=5)
+    assert gpu.mask_violations > 0 and gpu.model.disagreements > 0
+    assert gpu.model.first == cpu.model.first
+
+
+def test_a_refused_replay_raises_at_once_and_changes_nothing():
+    """A replayed preprocess that refuses its batch leaves the error on the
+    device; CapturedDraft raises it right after the replay, and no buffer
+    has changed."""
+    from fastdeploy_mtp import captured
+    from fastdeploy_mtp.buffers import read, write
+
+    a = args(device="gpu", graphs=True, steps=4, seed=2)
+    node = simulate.make_node("mixed", "mixed", 3, a, np.random.default_rng(2), legacy=False)
+    assert isinstance(node.draft, captured.CapturedDraft)
+    simulate.admit_new(node, np.random.default_rng(3), a)
+    node.base.run()
+    assert node.draft.prepare_inputs()  # captured, replayed: a valid batch
+    p = node.proposer
+    running = int(np.nonzero(read(p.state["seq_lens_this_time"]) > 0)[0][0])
+    good = read(p.state["seq_lens_encoder"])
+    bad = good.copy()  # a prompt's first token past input_ids
+    bad[running] = 2**31 - 1
+    write(p.state["seq_lens_encoder"], bad)
+    before = {k: read(t) for k, t in {**p.state, **p.base}.items()}
+    before_flag = read(node.draft.flag)
+    with pytest.raises(ops.BadInputError, match=f"request {running}: input_ids"):
+        node.draft.prepare_inputs()
+    for k, t in {**p.state, **p.base}.items():
+        np.testing.assert_array_equal(read(t), before[k], err_msg=k)
+    np.testing.assert_array_equal(read(node.draft.flag), before_flag)
+    write(p.state["seq_lens_encoder"], good)
+    assert node.draft.prepare_inputs()  # the error was taken: the same graph runs on
+    node.draft.release()

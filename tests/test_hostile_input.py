@@ -624,6 +624,7 @@ def test_decode_role_needs_room_for_k_positions():
     (["simulate", "--finish-prob", "1.5"], "--finish-prob must be within [0, 1]"),
     (["simulate", "--plot", "/nonexistent-folder/x.png"], "does not exist or is not writable"),
     (["simulate", "--plot", "plot.notanimage"], "unknown image type 'notanimage'"),
+    (["simulate", "--graphs"], "--graphs needs --device gpu"),
     (["bench", "--bsz", "-1"], "--bsz must be within [1, 1048576], got -1"),
     (["bench", "--repeat", "0"], "--repeat must be within [1, 1000000], got 0"),
     (["bench", "--repeat", "-5"], "--repeat must be within"),

@@ -1,5 +1,6 @@
 """The closed-loop simulator: right with the fix, caught without it."""
 
+import numpy as np
 import pytest
 
 from fastdeploy_mtp import simulate, simulate_cli
@@ -124,3 +125,13 @@ def test_a_step_idx_off_by_one_is_caught(monkeypatch, mode):
                      print_rows=False)
     assert calls["n"] >= 5
     assert t.align_violations > 0 and "step_idx" in t.first_violation, t.first_violation
+
+
+def test_captured_draft_refuses_a_proposer_off_the_gpu():
+    from fastdeploy_mtp import captured
+
+    node = simulate.make_node("mixed", "mixed", 3, args(steps=1), np.random.default_rng(0),
+                              legacy=False)
+    assert isinstance(node.draft, captured.EagerDraft) and node.draft.replays == 0
+    with pytest.raises(ValueError, match="must be on the GPU"):
+        captured.CapturedDraft(node.proposer, max_tokens=64)

@@ -1,0 +1,130 @@
+"""The draft's ops as a runner that captures CUDA graphs calls them.
+
+A production runner captures its decode step once and replays the graph every
+engine step: the kernels then run on whatever its fixed buffers hold at replay
+time, with no host in between. ``EagerDraft`` calls the ops as the simulator
+always has; ``CapturedDraft`` captures draft_model_preprocess (asynchronous,
+``not_need_stop`` on the GPU) and one update_attn_mask_offsets call on their
+first use, and from then on only replays them, between host writes to the same
+buffers. The closed loop (``simulate --device gpu --graphs``) then shows that
+replayed steps keep the mask offsets right, step after step, exactly as eager
+calls do.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import ops, states
+from .buffers import read, write
+from .proposer import MTPProposer
+
+
+class EagerDraft:
+    """Each preprocess and mask call a fresh op call."""
+
+    def __init__(self, proposer: MTPProposer):
+        self.proposer = proposer
+
+    def prepare_inputs(self) -> bool:
+        return self.proposer.prepare_inputs()
+
+    def mask_offsets(self, ids: np.ndarray, cu: np.ndarray) -> np.ndarray:
+        import paddle
+
+        p = self.proposer
+        return p.update_attn_mask_offsets(paddle.to_tensor(ids, place=p.place),
+                                          paddle.to_tensor(cu, place=p.place)).numpy()
+
+    replays = 0  # none: every call is an eager one
+
+    def release(self) -> None:
+        pass
+
+
+class CapturedDraft:
+    """Preprocess and the mask call, each captured once and then replayed.
+
+    The mask call is captured with ``max_tokens`` tokens (a captured graph has
+    fixed shapes, so a runner pads its token count to the size it captured):
+    the op writes zeros past the batch's tokens, and ``mask_offsets`` returns
+    the first 2 x tokens entries, as an eager call of that many tokens would.
+    Every replay is followed by ``ops.raise_pending_errors``: a refused batch
+    leaves its error on the device, and it is raised here, at once.
+    """
+
+    def __init__(self, proposer: MTPProposer, max_tokens: int):
+        import paddle
+
+        if not proposer.place.is_gpu_place():
+            raise ValueError("CapturedDraft: the proposer's buffers must be on the GPU")
+        place = proposer.place
+        self.proposer = proposer
+        self.max_tokens = max_tokens
+        self.flag = paddle.to_tensor(np.zeros(1, bool), place=place)
+        self.ids = paddle.to_tensor(np.zeros(max_tokens, np.int64), place=place)
+        self.cu = paddle.to_tensor(np.zeros(proposer.config.max_num_seqs + 1, np.int32),
+                                   place=place)
+        self._preprocess = self._mask = self._out = None
+        self.replays = 0
+        _warm_up(place)
+
+    @staticmethod
+    def _capture(call):
+        from paddle.device.cuda import graphs
+
+        graph = graphs.CUDAGraph()
+        graph.capture_begin()
+        try:
+            result = call()
+        finally:
+            graph.capture_end()
+        return graph, result
+
+    def prepare_inputs(self) -> bool:
+        p = self.proposer
+        if self._preprocess is None:  # captured, not run: the replay below runs it
+            self._preprocess, _ = self._capture(
+                lambda: ops.draft_model_preprocess(**p.preprocess_arguments(self.flag)))
+        with p.preprocess_effects():
+            self._preprocess.replay()
+            ops.raise_pending_errors(self.flag)
+        self.replays += 1
+        return bool(read(self.flag)[0])
+
+    def mask_offsets(self, ids: np.ndarray, cu: np.ndarray) -> np.ndarray:
+        tokens = int(cu[-1])
+        if tokens > self.max_tokens:
+            raise ValueError(f"CapturedDraft: {tokens} tokens in a substep, but the mask call "
+                             f"was captured for at most {self.max_tokens}")
+        write(self.cu, cu.astype(np.int32))
+        if self._mask is None:
+            self._mask, self._out = self._capture(
+                lambda: self.proposer.update_attn_mask_offsets(self.ids, self.cu))
+        self._mask.replay()
+        ops.raise_pending_errors(self.cu)
+        self.replays += 1
+        return read(self._out)[:2 * tokens]
+
+    def release(self) -> None:
+        """Free the graphs (their memory pools)."""
+        for graph in (self._preprocess, self._mask):
+            if graph is not None:
+                graph.reset()
+        self._preprocess = self._mask = self._out = None
+
+
+def _warm_up(place) -> None:
+    """One eager call of each op on `place`'s current stream, on throwaway
+    states: the stream's error record and grid scratch are allocated outside
+    any capture (inside one, a batch past one cluster would run as one block)."""
+    import paddle
+
+    rng = np.random.default_rng(0)
+    pre = states.preprocess_state(rng, 1, num_model_step=1)
+    t = {k: paddle.to_tensor(v, place=paddle.CPUPlace() if k == "not_need_stop" else place)
+         for k, v in pre.items()}
+    ops.draft_model_preprocess(**t, num_model_step=1, truncate_first_token=False,
+                               splitwise_prefill=False, kvcache_scheduler_v1=True)
+    mask = states.mask_state(rng, 1)
+    ops.update_attn_mask_offsets(**{k: paddle.to_tensor(v, place=place) for k, v in mask.items()})
