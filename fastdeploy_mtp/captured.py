@@ -2,11 +2,11 @@
 
 A production runner captures its decode step once and replays the graph every
 engine step: the kernels then run on whatever its fixed buffers hold at replay
-time, with no host in between. ``EagerDraft`` calls the ops as the simulator
-always has; ``CapturedDraft`` captures draft_model_preprocess (asynchronous,
-``not_need_stop`` on the GPU) and one update_attn_mask_offsets call on their
-first use, and from then on only replays them, between host writes to the same
-buffers. The closed loop (``simulate --device gpu --graphs``) then shows that
+time, with no host in between. Where the simulator calls the ops eagerly
+(``simulate.EagerDraft``), ``CapturedDraft`` captures draft_model_preprocess
+(asynchronous, ``not_need_stop`` on the GPU) and one update_attn_mask_offsets
+call on their first use, and from then on only replays them, between host
+writes to the same buffers. The closed loop (``simulate --device gpu --graphs``) then shows that
 replayed steps keep the mask offsets right, step after step, exactly as eager
 calls do.
 """
@@ -18,28 +18,6 @@ import numpy as np
 from . import ops, states
 from .buffers import read, write
 from .proposer import MTPProposer
-
-
-class EagerDraft:
-    """Each preprocess and mask call a fresh op call."""
-
-    def __init__(self, proposer: MTPProposer):
-        self.proposer = proposer
-
-    def prepare_inputs(self) -> bool:
-        return self.proposer.prepare_inputs()
-
-    def mask_offsets(self, ids: np.ndarray, cu: np.ndarray) -> np.ndarray:
-        import paddle
-
-        p = self.proposer
-        return p.update_attn_mask_offsets(paddle.to_tensor(ids, place=p.place),
-                                          paddle.to_tensor(cu, place=p.place)).numpy()
-
-    replays = 0  # none: every call is an eager one
-
-    def release(self) -> None:
-        pass
 
 
 class CapturedDraft:

@@ -30,7 +30,7 @@ from typing import List, Optional, Union
 import numpy as np
 
 from .buffers import make_base_buffers, read as _read, write as _write
-from .captured import CapturedDraft, EagerDraft
+from .captured import CapturedDraft
 from .draft_check import DraftRunner, ModelTally, true_ends
 from .proposer import MTPProposer, ProposerConfig, Request
 from .sim_models import VOCAB, ScriptedBase, draft_substep_update
@@ -104,6 +104,29 @@ def check_alignment(p: MTPProposer, base: ScriptedBase, running: bool, tally: Ta
                 tally.align_violations += 1
                 tally.note(f"{where}: slot {i}: draft {name} {st[name][i]}, base "
                            f"{base.a[name][i]} - accept_num {a} = {want}")
+
+
+class EagerDraft:
+    """The ops called eagerly, each preprocess and mask call a fresh op call
+    (``captured.CapturedDraft`` replays them from CUDA graphs instead)."""
+
+    replays = 0  # none: every call is an eager one
+
+    def __init__(self, proposer: MTPProposer):
+        self.proposer = proposer
+
+    def prepare_inputs(self) -> bool:
+        return self.proposer.prepare_inputs()
+
+    def mask_offsets(self, ids: np.ndarray, cu: np.ndarray) -> np.ndarray:
+        import paddle
+
+        p = self.proposer
+        return p.update_attn_mask_offsets(paddle.to_tensor(ids, place=p.place),
+                                          paddle.to_tensor(cu, place=p.place)).numpy()
+
+    def release(self) -> None:
+        pass
 
 
 @dataclass

@@ -50,6 +50,10 @@ TINY = "fastdeploy_mtp/tiny_model.py"
 REG = "fastdeploy_mtp/registration.py"
 OPS = "fastdeploy_mtp/ops.py"
 BUILD = "fastdeploy_mtp/_build.py"
+CAPTURED = "fastdeploy_mtp/captured.py"
+# Python that runs on a GPU only (the loop replayed from CUDA graphs): its
+# mutations are the GPU suite's to kill, as the CUDA sources' are.
+GPU_ONLY_PYTHON = (CAPTURED,)
 
 
 @dataclass(frozen=True)
@@ -209,6 +213,15 @@ MUTATIONS = [
              "agreed = kVerdictWithListing && !walks;", device="gpu"),
     Mutation("GPU a warp's run of requests skips one", MASK_KERNEL,
              "* kRun + k % kRun", "* kRun + k % kRun / 2 * 2", device="gpu"),
+    # -- the loop replayed from CUDA graphs (GPU only) ------------------------------------
+    Mutation("a refused replay of preprocess not raised", CAPTURED,
+             "            ops.raise_pending_errors(self.flag)\n", "", device="gpu"),
+    Mutation("replayed preprocess without the without-fix undo", CAPTURED,
+             "        with p.preprocess_effects():\n", "        if True:\n", device="gpu"),
+    Mutation("the mask call captured with cu_seqlens_q as it was then", CAPTURED,
+             "        write(self.cu, cu.astype(np.int32))\n        if self._mask is None:\n",
+             "        if self._mask is None:\n            write(self.cu, cu.astype(np.int32))\n",
+             device="gpu"),
     # -- the numpy reference -------------------------------------------------------
     Mutation("reference rollback sign", REF, "rollback[i] += S_old - int(dec[i])",
              "rollback[i] += int(dec[i]) - S_old"),

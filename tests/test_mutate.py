@@ -28,10 +28,11 @@ def test_every_mutation_applies_to_todays_sources(m):
 
 @pytest.mark.parametrize("m", mutate.MUTATIONS, ids=NAMES)
 def test_gpu_mutations_are_in_the_cuda_sources(m):
-    """The GPU suite sees only what the CUDA build compiles; a CPU mutation of
-    a .cuh file would never be seen by the CPU suite."""
-    cuda = Path(m.path).suffix in (".cu", ".cuh")
-    assert (m.device == "gpu") == cuda, (m.name, m.path, m.device)
+    """The GPU suite sees only what the CUDA build compiles, and the Python
+    that runs on a GPU only; a CPU mutation of either would never be seen by
+    the CPU suite."""
+    gpu_only = Path(m.path).suffix in (".cu", ".cuh") or m.path in mutate.GPU_ONLY_PYTHON
+    assert (m.device == "gpu") == gpu_only, (m.name, m.path, m.device)
 
 
 def test_a_mutation_that_is_not_there_does_not_apply(tmp_path):

@@ -132,6 +132,6 @@ def test_captured_draft_refuses_a_proposer_off_the_gpu():
 
     node = simulate.make_node("mixed", "mixed", 3, args(steps=1), np.random.default_rng(0),
                               legacy=False)
-    assert isinstance(node.draft, captured.EagerDraft) and node.draft.replays == 0
+    assert isinstance(node.draft, simulate.EagerDraft) and node.draft.replays == 0
     with pytest.raises(ValueError, match="must be on the GPU"):
         captured.CapturedDraft(node.proposer, max_tokens=64)
