@@ -6,9 +6,9 @@ time, with no host in between. Where the simulator calls the ops eagerly
 (``simulate.EagerDraft``), ``CapturedDraft`` captures draft_model_preprocess
 (asynchronous, ``not_need_stop`` on the GPU) and one update_attn_mask_offsets
 call on their first use, and from then on only replays them, between host
-writes to the same buffers. The closed loop (``simulate --device gpu --graphs``) then shows that
-replayed steps keep the mask offsets right, step after step, exactly as eager
-calls do.
+writes to the same buffers. The closed loop (``simulate --device gpu
+--graphs``) then shows that replayed steps keep the mask offsets right, step
+after step, exactly as eager calls do.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ class CapturedDraft:
         return graph, result
 
     def prepare_inputs(self) -> bool:
+        """The preprocess replayed; returns not_need_stop (read back from the GPU)."""
         p = self.proposer
         if self._preprocess is None:  # captured, not run: the replay below runs it
             self._preprocess, _ = self._capture(
@@ -71,6 +72,8 @@ class CapturedDraft:
         return bool(read(self.flag)[0])
 
     def mask_offsets(self, ids: np.ndarray, cu: np.ndarray) -> np.ndarray:
+        """The mask call replayed on cu_seqlens_q `cu` (only the length of `ids`
+        matters to the op, and it is the captured one); the offsets, as numpy."""
         tokens = int(cu[-1])
         if tokens > self.max_tokens:
             raise ValueError(f"CapturedDraft: {tokens} tokens in a substep, but the mask call "
