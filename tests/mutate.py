@@ -250,6 +250,10 @@ MUTATIONS = [
              "if False:"),
     Mutation("release keeps the slots occupied", PROP,
              "        self.occupied.difference_update(slots)\n", "\n"),
+    Mutation("a runner's not_need_stop ignored", PROP,
+             '            args["not_need_stop"] = not_need_stop\n', "            pass\n"),
+    Mutation("without the fix, the rollback update kept", PROP,
+             '            write(self.state["mask_rollback"], before)\n', "            pass\n"),
     # -- the simulator and the oracle --------------------------------------------------
     Mutation("alignment ignores step_idx", SIM, 'for name in ("seq_lens_decoder", "step_idx"):',
              'for name in ("seq_lens_decoder",):'),

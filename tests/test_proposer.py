@@ -76,6 +76,44 @@ def test_prefill_node_runs_splitwise_with_one_step():
     assert (base["draft_tokens"].numpy()[0, 1:] == -1).all()
 
 
+def test_a_runner_flag_stands_for_the_proposer_s_own():
+    """preprocess_arguments(not_need_stop=flag): the op writes `flag` (a
+    runner's GPU flag, for a capture; here a CPU one) and leaves the
+    proposer's host flag alone; the rest of the arguments are the proposer's."""
+    import paddle
+
+    p = build("mixed", k=3)
+    p.insert([Request(slot=0, prompt=[3, 4, 5, 6])])
+    stop = p.base["stop_flags"].numpy()
+    stop[0] = False
+    _write(p.base["stop_flags"], stop)
+    flag = paddle.to_tensor(np.zeros(1, bool), place=paddle.CPUPlace())
+    args = p.preprocess_arguments(flag)
+    assert args["not_need_stop"] is flag and args["num_model_step"] == 3
+    assert p.preprocess_arguments()["not_need_stop"] is p.state["not_need_stop"]
+    ops.draft_model_preprocess(**args)
+    assert flag.numpy()[0] and not p.state["not_need_stop"].numpy()[0]
+
+
+def test_without_fix_the_rollback_update_is_undone_around_any_run():
+    """preprocess_effects: what a replayed preprocess is wrapped in too. With
+    without_fix the op's update of mask_rollback does not stay; with the fix it
+    does."""
+    for without_fix in (False, True):
+        p = build("decode", k=3, without_fix=without_fix)
+        p.insert([Request(slot=1, prompt=list(range(3, 10)), first_token=77, draft_token=88)])
+        stop = p.base["stop_flags"].numpy()
+        stop[1] = False
+        _write(p.base["stop_flags"], stop)
+        before = p.state["mask_rollback"].numpy().copy()
+        with p.preprocess_effects():
+            ops.draft_model_preprocess(**p.preprocess_arguments())
+            during = p.state["mask_rollback"].numpy().copy()
+        after = p.state["mask_rollback"].numpy()
+        assert not np.array_equal(during, before)  # the op moved it
+        np.testing.assert_array_equal(after, before if without_fix else during)
+
+
 def test_every_insert_writes_mask_rollback():
     p = build("mixed", k=3)
     mr = p.state["mask_rollback"].numpy()
