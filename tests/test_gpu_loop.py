@@ -25,12 +25,25 @@ def run_rows(a, legacy):
     return t, rows
 
 
-def gpu_and_cpu(legacy=False, **kw):
-    """The same run on the GPU's ops and on the CPU's, every printed row
-    asserted equal; their tallies."""
-    gpu, gpu_rows = run_rows(args(**kw, device="gpu"), legacy)
+def replays_expected(a):
+    """With --graphs, one preprocess and k mask calls a step on a mixed or
+    decode node, one and one on a prefill node; eager calls replay nothing."""
+    if not a.graphs:
+        return 0
+    k = a.num_model_steps
+    per_step = 1 + k if a.mode == "mixed" else (1 + 1) + (1 + k)
+    return a.steps * per_step
+
+
+def gpu_and_cpu(legacy=False, graphs=False, **kw):
+    """The same run on the GPU's ops (with `graphs`, replayed from CUDA graphs
+    captured once, as `simulate --device gpu --graphs` runs it) and called
+    eagerly on the CPU's, every printed row asserted equal; their tallies."""
+    a = args(**kw, device="gpu", graphs=graphs)
+    gpu, gpu_rows = run_rows(a, legacy)
     cpu, cpu_rows = run_rows(args(**kw, device="cpu"), legacy)
     assert gpu_rows == cpu_rows
+    assert gpu.replays == replays_expected(a) and cpu.replays == 0
     return gpu, cpu
 
 
@@ -108,28 +121,9 @@ def test_without_the_fix_the_gpu_loop_drifts_as_the_cpu_loop_does(mode):
 # captured in CUDA graphs on their first use, then only replayed
 # (captured.CapturedDraft, `simulate --device gpu --graphs`).
 
-def replays_expected(a):
-    """One preprocess and k mask calls a step on a mixed or decode node; one
-    and one on a prefill node."""
-    k = a.num_model_steps
-    per_step = 1 + k if a.mode == "mixed" else (1 + 1) + (1 + k)
-    return a.steps * per_step
-
-
-def captured_and_cpu(legacy=False, **kw):
-    """The same run replayed from CUDA graphs on the GPU and called eagerly
-    on the CPU, every printed row asserted equal; their tallies."""
-    a = args(**kw, device="gpu", graphs=True)
-    gpu, gpu_rows = run_rows(a, legacy)
-    cpu, cpu_rows = run_rows(args(**kw, device="cpu"), legacy)
-    assert gpu_rows == cpu_rows
-    assert gpu.replays == replays_expected(a) and cpu.replays == 0
-    return gpu, cpu
-
-
 @pytest.mark.parametrize("mode,k", [("mixed", 3), ("pd", 3), ("pd", 2), ("mixed", 1)])
 def test_the_captured_loop_computes_what_the_cpu_loop_does(mode, k):
-    gpu, cpu = captured_and_cpu(mode=mode, num_model_steps=k, seed=10 + k)
+    gpu, cpu = gpu_and_cpu(graphs=True, mode=mode, num_model_steps=k, seed=10 + k)
     assert gpu.violations == 0, gpu.first_violation
     assert gpu.model.disagreements == 0, gpu.model.first
     assert gpu.model.tokens > 150 and gpu.rolled_back > 20, (gpu.model.tokens, gpu.rolled_back)
@@ -141,14 +135,14 @@ def test_the_captured_loop_computes_what_the_cpu_loop_does(mode, k):
 def test_big_captured_batches_match_the_cpu(batch):
     """Replayed clusters (300) and grids (1000: the mask op's grid), whose
     scratch the warm-up allocated before the first capture."""
-    gpu, _ = captured_and_cpu(mode="mixed", num_model_steps=3, steps=8, batch=batch,
-                              max_prompt=160, draft_model=None, seed=batch)
+    gpu, _ = gpu_and_cpu(graphs=True, mode="mixed", num_model_steps=3, steps=8, batch=batch,
+                         max_prompt=160, draft_model=None, seed=batch)
     assert gpu.violations == 0, gpu.first_violation
     assert gpu.tokens > 15 * batch, gpu.tokens
 
 
 def test_without_the_fix_the_captured_loop_drifts_as_the_cpu_loop_does():
-    gpu, cpu = captured_and_cpu(legacy=True, mode="pd", num_model_steps=3, seed=5)
+    gpu, cpu = gpu_and_cpu(graphs=True, legacy=True, mode="pd", num_model_steps=3, seed=5)
     assert gpu.mask_violations > 0 and gpu.model.disagreements > 0
     assert gpu.model.first == cpu.model.first
 
