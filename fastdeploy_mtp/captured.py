@@ -34,6 +34,8 @@ class CapturedDraft:
     def __init__(self, proposer: MTPProposer, max_tokens: int):
         import paddle
 
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ValueError(f"CapturedDraft: max_tokens must be a positive int, got {max_tokens!r}")
         if not proposer.place.is_gpu_place():
             raise ValueError("CapturedDraft: the proposer's buffers must be on the GPU")
         place = proposer.place

@@ -222,6 +222,8 @@ MUTATIONS = [
              "        write(self.cu, cu.astype(np.int32))\n        if self._mask is None:\n",
              "        if self._mask is None:\n            write(self.cu, cu.astype(np.int32))\n",
              device="gpu"),
+    Mutation("a substep past the captured tokens replayed", CAPTURED,
+             "        if tokens > self.max_tokens:\n", "        if False:\n", device="gpu"),
     # -- the numpy reference -------------------------------------------------------
     Mutation("reference rollback sign", REF, "rollback[i] += S_old - int(dec[i])",
              "rollback[i] += int(dec[i]) - S_old"),

@@ -176,3 +176,28 @@ def test_a_refused_replay_raises_at_once_and_changes_nothing():
     write(p.state["seq_lens_encoder"], good)
     assert node.draft.prepare_inputs()  # the error was taken: the same graph runs on
     node.draft.release()
+
+
+def test_a_substep_past_the_captured_tokens_is_refused_before_the_replay():
+    """A graph has fixed shapes: a mask call captured for 8 tokens cannot
+    serve a substep of 9. CapturedDraft refuses it before it writes the
+    captured cu_seqlens_q or replays; a substep within the bound then runs."""
+    from fastdeploy_mtp import captured
+    from fastdeploy_mtp.buffers import read
+
+    a = args(device="gpu", graphs=True, steps=1, seed=4)
+    node = simulate.make_node("mixed", "mixed", 3, a, np.random.default_rng(4), legacy=False)
+    draft = captured.CapturedDraft(node.proposer, max_tokens=8)
+    n = node.proposer.config.max_num_seqs
+    over = np.zeros(n + 1, np.int32)
+    over[1:] = 9  # request 0: 9 tokens, the rest none
+    cu_before = read(draft.cu)
+    with pytest.raises(ValueError, match="9 tokens in a substep.*at most 8"):
+        draft.mask_offsets(np.zeros(9, np.int64), over)
+    np.testing.assert_array_equal(read(draft.cu), cu_before)
+    assert draft.replays == 0 and draft._mask is None
+    within = np.zeros(n + 1, np.int32)
+    within[1:] = 8
+    assert draft.mask_offsets(np.zeros(8, np.int64), within).shape == (16,)
+    assert draft.replays == 1
+    draft.release()

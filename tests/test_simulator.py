@@ -135,3 +135,13 @@ def test_captured_draft_refuses_a_proposer_off_the_gpu():
     assert isinstance(node.draft, simulate.EagerDraft) and node.draft.replays == 0
     with pytest.raises(ValueError, match="must be on the GPU"):
         captured.CapturedDraft(node.proposer, max_tokens=64)
+
+
+@pytest.mark.parametrize("max_tokens", [0, -3, 2.5, True, "64"])
+def test_captured_draft_refuses_a_token_bound_that_is_not_a_positive_int(max_tokens):
+    from fastdeploy_mtp import captured
+
+    node = simulate.make_node("mixed", "mixed", 3, args(steps=1), np.random.default_rng(0),
+                              legacy=False)
+    with pytest.raises(ValueError, match="max_tokens must be a positive int"):
+        captured.CapturedDraft(node.proposer, max_tokens=max_tokens)
