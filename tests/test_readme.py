@@ -35,3 +35,29 @@ def test_the_check_sees_a_flag_left_out_and_one_made_up():
     assert unlisted_and_unknown(text.replace("`--graphs`, ", "", 1)) == (["--graphs"], [])
     assert unlisted_and_unknown(text.replace("`--quiet`", "`--quiet`, `--fast`", 1)) == \
         ([], ["--fast"])
+
+
+# The README's Python API states each op's positional order in prose; the
+# order itself lives in fastdeploy_mtp/signature.py, and the prose must follow.
+
+from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS  # noqa: E402
+
+
+def readme_call(readme: str, op: str) -> tuple:
+    """The argument names of the README's `op(...)` in its Python API."""
+    start = readme.index(f"- `{op}(")
+    args = readme[start + len(f"- `{op}("):readme.index(")`", start)]
+    return tuple(a.strip() for a in args.replace("\n", " ").split(","))
+
+
+def test_the_readme_states_each_op_s_positional_order_as_the_signature_table():
+    text = README.read_text()
+    for sig in (DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS):
+        assert readme_call(text, sig.name) == sig.input_names + sig.attr_names, sig.name
+
+
+def test_the_order_check_sees_two_arguments_swapped():
+    text = README.read_text().replace("seq_lens_encoder, seq_lens_decoder, step_idx",
+                                      "seq_lens_decoder, seq_lens_encoder, step_idx", 1)
+    names = readme_call(text, "draft_model_preprocess")
+    assert names != DRAFT_MODEL_PREPROCESS.input_names + DRAFT_MODEL_PREPROCESS.attr_names
