@@ -1,0 +1,126 @@
+"""The docs agree with the code where they restate it: the README's simulate
+options and each op's positional order, and docs/contract.md's inputs,
+dtypes, written marks and attributes, against the parser and
+fastdeploy_mtp/signature.py. A change to one must change the other."""
+
+import argparse
+import re
+
+import numpy as np
+from pathlib import Path
+
+from fastdeploy_mtp import simulate_cli
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def simulate_flags() -> set:
+    p = argparse.ArgumentParser()
+    simulate_cli.add_arguments(p)
+    return {s for a in p._actions for s in a.option_strings if s.startswith("--") and s != "--help"}
+
+
+def unlisted_and_unknown(readme: str) -> tuple:
+    """The flags the README's options paragraph lacks, and those it names that
+    the simulator does not have."""
+    start = readme.index("\nOptions: ")
+    paragraph = readme[start:readme.index("\n\n", start + 1)]
+    listed = set(re.findall(r"`(--[a-z-]+)", paragraph))
+    flags = simulate_flags()
+    return sorted(flags - listed), sorted(listed - flags)
+
+
+def test_the_readme_lists_every_simulate_flag_and_no_other():
+    assert unlisted_and_unknown(README.read_text()) == ([], [])
+
+
+def test_the_check_sees_a_flag_left_out_and_one_made_up():
+    text = README.read_text()
+    assert unlisted_and_unknown(text.replace("`--graphs`, ", "", 1)) == (["--graphs"], [])
+    assert unlisted_and_unknown(text.replace("`--quiet`", "`--quiet`, `--fast`", 1)) == \
+        ([], ["--fast"])
+
+
+# The README's Python API states each op's positional order in prose; the
+# order itself lives in fastdeploy_mtp/signature.py, and the prose must follow.
+
+from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS  # noqa: E402
+
+
+def readme_call(readme: str, op: str) -> tuple:
+    """The argument names of the README's `op(...)` in its Python API."""
+    start = readme.index(f"- `{op}(")
+    args = readme[start + len(f"- `{op}("):readme.index(")`", start)]
+    return tuple(a.strip() for a in args.replace("\n", " ").split(","))
+
+
+def test_the_readme_states_each_op_s_positional_order_as_the_signature_table():
+    text = README.read_text()
+    for sig in (DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS):
+        assert readme_call(text, sig.name) == sig.input_names + sig.attr_names, sig.name
+
+
+def test_the_order_check_sees_two_arguments_swapped():
+    text = README.read_text().replace("seq_lens_encoder, seq_lens_decoder, step_idx",
+                                      "seq_lens_decoder, seq_lens_encoder, step_idx", 1)
+    names = readme_call(text, "draft_model_preprocess")
+    assert names != DRAFT_MODEL_PREPROCESS.input_names + DRAFT_MODEL_PREPROCESS.attr_names
+
+
+# docs/contract.md states each op's inputs with their dtypes and which are
+# written; the table in signature.py is the source, and the page must agree.
+
+CONTRACT = README.parent / "docs" / "contract.md"
+DTYPES = {"int64": np.int64, "int32": np.int32, "bool": np.bool_, "any dtype": None}
+
+
+def contract_preprocess_table(text: str) -> list:
+    """(index, name, dtype, written) of each row of draft_model_preprocess's table."""
+    section = text[text.index("## draft_model_preprocess"):text.index("## update_attn_mask_offsets")]
+    rows = re.findall(r"^\| (\d+) \| (\w+) \| ([\w ]+) \|[^|]+\|([^|]*)\|$", section, re.M)
+    return [(int(i), name, DTYPES[dtype.strip()], w.strip().startswith("W"))
+            for i, name, dtype, w in rows]
+
+
+def contract_mask_inputs(text: str) -> list:
+    """(name, dtype, written) of update_attn_mask_offsets's inputs, as its prose lists them."""
+    section = text[text.index("## update_attn_mask_offsets"):]
+    start = section.index("Inputs in this order:")
+    prose = section[start:section.index("\n\n", start)]
+    names = list(re.finditer(r"`([a-z][a-z_]*)`", prose))  # `T` and the like are not inputs
+    items = []
+    for k, m in enumerate(names):
+        said = prose[m.end():names[k + 1].start() if k + 1 < len(names) else len(prose)]
+        dtype = re.search(r"any dtype|int64|int32|bool", said)
+        items.append((m.group(1), DTYPES[dtype.group(0)] if dtype else "?", "(W)" in said))
+    return items
+
+
+def test_the_contract_s_preprocess_table_is_the_signature_table():
+    text = CONTRACT.read_text()
+    rows = contract_preprocess_table(text)
+    expected = [(k, t.name, t.dtype, t.written) for k, t in enumerate(DRAFT_MODEL_PREPROCESS.inputs)]
+    assert rows == expected
+    start = text.index("Attributes: ", text.index("## draft_model_preprocess"))
+    attrs = re.findall(r"`(\w+):\s+(\w+)`", text[start:text.index("\n\n", start)])
+    assert attrs == [(a.name, a.type.__name__) for a in DRAFT_MODEL_PREPROCESS.attrs]
+
+
+def test_the_contract_s_mask_inputs_are_the_signature_table():
+    items = contract_mask_inputs(CONTRACT.read_text())
+    assert items == [(t.name, t.dtype, t.written) for t in UPDATE_ATTN_MASK_OFFSETS.inputs]
+
+
+def test_the_contract_checks_see_a_dtype_a_written_mark_and_an_input_changed():
+    text = CONTRACT.read_text()
+    pre = [(k, t.name, t.dtype, t.written) for k, t in enumerate(DRAFT_MODEL_PREPROCESS.inputs)]
+    mask = [(t.name, t.dtype, t.written) for t in UPDATE_ATTN_MASK_OFFSETS.inputs]
+    for old, new in (("| 13 | accept_num | int32 |", "| 13 | accept_num | int64 |"),
+                     ("| 11 | mask_rollback | int32 | [N] | W |", "| 11 | mask_rollback | int32 | [N] | |")):
+        assert text.count(old) == 1
+        assert contract_preprocess_table(text.replace(old, new)) != pre
+    for old, new in (("`is_block_step` bool [N]", "`is_block_step` int32 [N]"),
+                     ("`decode_states` int32 [N, Ds >= 1] (W)", "`decode_states` int32 [N, Ds >= 1]"),
+                     ("`seq_lens_decoder` int32 [N], ", "")):
+        assert text.count(old) == 1, old
+        assert contract_mask_inputs(text.replace(old, new)) != mask
