@@ -18,6 +18,7 @@ import numpy as np
 from . import ops, states
 from .buffers import read, write
 from .proposer import MTPProposer
+from .slots import is_int
 
 
 class CapturedDraft:
@@ -34,8 +35,9 @@ class CapturedDraft:
     def __init__(self, proposer: MTPProposer, max_tokens: int):
         import paddle
 
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ValueError(f"CapturedDraft: max_tokens must be a positive int, got {max_tokens!r}")
+        if not is_int(max_tokens) or max_tokens < 1:
+            raise ValueError(f"CapturedDraft: max_tokens must be a positive int, "
+                             f"got {max_tokens!r}")
         if not proposer.place.is_gpu_place():
             raise ValueError("CapturedDraft: the proposer's buffers must be on the GPU")
         place = proposer.place
