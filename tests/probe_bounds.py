@@ -7,8 +7,9 @@ update_attn_mask_offsets' kernel to make it cheaper, this says how much time
 that part costs a captured step at most: each bound below removes the part
 from a scratch copy of ``custom_ops/`` (the kernels are then wrong on purpose;
 the probe reports the mismatch and times them anyway) and builds the graph
-probe with it, against this checkout's kernels as the baseline. Needs nvcc,
-no GPU; builds ``build/bounds/probe_<name>``. On the GPU machine (carry
+probe with it (``KERNELS=... bash tests/graph_probe.sh HEAD``), against
+HEAD's kernels as the baseline. Needs nvcc, no GPU; builds
+``build/bounds/probe_<name>``. On the GPU machine (carry
 ``build/bounds`` and the states), for example::
 
     build/bounds/probe_no-check-walk build/pl/states 1 8 64 512 --only baseline,default
@@ -23,6 +24,7 @@ bound still finds its text exactly once.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -31,7 +33,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 MASK_KERNEL = "custom_ops/mask_kernel.cuh"
-NVCC = ["nvcc", "-std=c++17", "-O3", "-gencode", "arch=compute_90,code=sm_90"]
 
 
 @dataclass(frozen=True)
@@ -70,23 +71,17 @@ def cut_source(bound: Bound, text: str) -> str:
 
 
 def build(bound: Bound) -> Path:
-    probe = REPO / "build/probe"
-    if not (probe / "old_kernels.o").exists():
-        subprocess.run(["bash", "tests/graph_probe.sh", "HEAD"], cwd=REPO, check=True)
+    """The probe with `bound`'s part cut out, against HEAD's kernels: built by
+    tests/graph_probe.sh from a scratch copy of custom_ops/."""
     root = REPO / "build/bounds" / bound.name
     shutil.rmtree(root, ignore_errors=True)
     shutil.copytree(REPO / "custom_ops", root / "custom_ops")
     kernel = root / MASK_KERNEL
     kernel.write_text(cut_source(bound, kernel.read_text()))
-    inc = f"-I{root / 'custom_ops'}"
-    subprocess.run(NVCC + [inc, "-c", str(root / "custom_ops/bench/agreement_floor.cu"),
-                           "-o", str(root / "new.o")], check=True)
-    subprocess.run(NVCC + [inc, f"-I{probe}", "-DPROBE_BASELINE", "-c",
-                           str(REPO / "tests/graph_probe.cu"), "-o", str(root / "probe.o")],
-                   check=True)
     out = REPO / "build/bounds" / f"probe_{bound.name}"
-    subprocess.run(NVCC + [str(root / "probe.o"), str(root / "new.o"),
-                           str(probe / "old_kernels.o"), "-o", str(out)], check=True)
+    subprocess.run(["bash", "tests/graph_probe.sh", "HEAD"], cwd=REPO, check=True,
+                   env={**os.environ, "KERNELS": str(root / "custom_ops"), "PROBE": str(out)})
+    shutil.rmtree(root)
     return out
 
 
