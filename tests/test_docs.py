@@ -124,3 +124,41 @@ def test_the_contract_checks_see_a_dtype_a_written_mark_and_an_input_changed():
                      ("`seq_lens_decoder` int32 [N], ", "")):
         assert text.count(old) == 1, old
         assert contract_mask_inputs(text.replace(old, new)) != mask
+
+
+# The README's Python API also restates the proposer's configuration and a
+# request's fields, with their defaults.
+
+import dataclasses  # noqa: E402
+
+from fastdeploy_mtp.proposer import ProposerConfig  # noqa: E402
+from fastdeploy_mtp.slots import Request  # noqa: E402
+
+
+def readme_fields(readme: str, cls: str) -> list:
+    """(name, default or None) of the README's `cls(...)`; `a|b` choices read as a's."""
+    start = readme.index(f"{cls}(")
+    args = readme[start + len(cls) + 1:readme.index(")", start)].replace("\n", " ")
+    fields = []
+    for a in args.split(","):
+        name, _, default = a.strip().partition("=")
+        fields.append((name.strip(), default.split("|")[0].strip() or None))
+    return fields
+
+
+def code_fields(cls) -> list:
+    def shown(f):
+        return None if f.default is dataclasses.MISSING else repr(f.default).replace("'", '"')
+
+    return [(f.name, shown(f)) for f in dataclasses.fields(cls)]
+
+
+def test_the_readme_states_the_proposer_s_config_and_a_request_as_the_code_does():
+    text = README.read_text()
+    assert readme_fields(text, "ProposerConfig") == code_fields(ProposerConfig)
+    assert readme_fields(text, "Request") == code_fields(Request)
+
+
+def test_the_fields_check_sees_a_default_changed():
+    text = README.read_text().replace("truncate_first_token=True", "truncate_first_token=False", 1)
+    assert readme_fields(text, "ProposerConfig") != code_fields(ProposerConfig)
