@@ -58,6 +58,16 @@ def test_the_readme_states_each_op_s_positional_order_as_the_signature_table():
     text = README.read_text()
     for sig in (DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS):
         assert readme_call(text, sig.name) == sig.input_names + sig.attr_names, sig.name
+    pre = DRAFT_MODEL_PREPROCESS
+    assert f"{len(pre.inputs)} tensors then {len(pre.attrs)} attributes" in text
+    assert f"Writes {len(pre.written)} of the tensors in place" in text
+
+
+def test_the_preprocess_wrapper_s_help_counts_the_written_tensors_as_the_table_does():
+    from fastdeploy_mtp import ops
+
+    n = len(DRAFT_MODEL_PREPROCESS.written)
+    assert f"Writes the {n} tensors marked written" in ops.draft_model_preprocess.__doc__
 
 
 def test_the_order_check_sees_two_arguments_swapped():
