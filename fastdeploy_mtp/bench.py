@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from . import ops, reference, states
+from .buffers import tensors
 from .devices import gpu_problem
 
 ROUNDS = 5
@@ -71,8 +72,7 @@ def main(args) -> int:
     print("-" * len(header))
     for bsz in args.bsz:
         s = _bench_state(bsz, rng)
-        t = {n: paddle.to_tensor(a, place=paddle.CPUPlace() if n == "not_need_stop" else place)
-             for n, a in s.items()}
+        t = tensors(s, place)
         r = states.copy_state(s)
         op_s, ref_s = _side_by_side(lambda: ops.draft_model_preprocess(**t, **attrs),
                                     lambda: reference.draft_model_preprocess(**r, **attrs),

@@ -41,11 +41,17 @@ def write(t, arr: np.ndarray) -> None:
     t.value().get_tensor().set(np.ascontiguousarray(arr), target)
 
 
-def _tensors(arrays: Dict[str, np.ndarray], place) -> Dict[str, object]:
+def tensors(arrays: Dict[str, np.ndarray], place=None, flag_on_gpu: bool = False
+            ) -> Dict[str, object]:
+    """Each array as a tensor on `place` (default the CPU), but
+    ``not_need_stop`` on the host unless `flag_on_gpu`: the host flag makes
+    draft_model_preprocess synchronous, a flag on the GPU asynchronous."""
     import paddle
 
     place = place if place is not None else paddle.CPUPlace()
-    return {k: paddle.to_tensor(v, place=place) for k, v in arrays.items()}
+    return {k: paddle.to_tensor(v, place=paddle.CPUPlace()
+                                if k == "not_need_stop" and not flag_on_gpu else place)
+            for k, v in arrays.items()}
 
 
 def draft_buffers(max_num_seqs: int, max_model_len: int, draft_width: int, place=None):
@@ -55,8 +61,6 @@ def draft_buffers(max_num_seqs: int, max_model_len: int, draft_width: int, place
     pre_ids and mask offsets get `max_model_len` columns. ``not_need_stop``
     lives on the CPU: the op then returns once the flag is on the host.
     """
-    import paddle
-
     N, L, D = max_num_seqs, max_model_len, draft_width + 1
     i64, i32 = np.int64, np.int32
     arrays = {
@@ -74,17 +78,16 @@ def draft_buffers(max_num_seqs: int, max_model_len: int, draft_width: int, place
         "attn_mask_offsets_full": np.zeros((N, L), i32),
         "attn_mask_offsets_decoder": np.zeros(N, i32),
         "decode_states": np.zeros((N, D), i32),
+        "not_need_stop": np.zeros(1, bool),
     }
-    state = _tensors(arrays, place)
-    state["not_need_stop"] = paddle.to_tensor(np.zeros(1, bool), place=paddle.CPUPlace())
-    return state
+    return tensors(arrays, place)
 
 
 def make_base_buffers(max_num_seqs: int, num_model_steps: int, place=None) -> Dict[str, object]:
     """Empty base-model buffers shaped as a FastDeploy-style runner holds them
     (all slots stopped); for tests, the simulator and examples."""
     N, W = max_num_seqs, num_model_steps + 1
-    return _tensors({
+    return tensors({
         "accept_tokens": np.zeros((N, W), np.int64),
         "accept_num": np.zeros(N, np.int32),
         "seq_lens_this_time": np.zeros(N, np.int32),

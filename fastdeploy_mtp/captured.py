@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import ops, states
-from .buffers import read, write
+from .buffers import read, tensors, write
 from .proposer import MTPProposer
 from .slots import is_int
 
@@ -103,13 +103,10 @@ def _warm_up(place) -> None:
     """One eager call of each op on `place`'s current stream, on throwaway
     states: the stream's error record and grid scratch are allocated outside
     any capture (inside one, a batch past one cluster would run as one block)."""
-    import paddle
-
     rng = np.random.default_rng(0)
     pre = states.preprocess_state(rng, 1, num_model_step=1)
-    t = {k: paddle.to_tensor(v, place=paddle.CPUPlace() if k == "not_need_stop" else place)
-         for k, v in pre.items()}
-    ops.draft_model_preprocess(**t, num_model_step=1, truncate_first_token=False,
-                               splitwise_prefill=False, kvcache_scheduler_v1=True)
+    ops.draft_model_preprocess(**tensors(pre, place), num_model_step=1,
+                               truncate_first_token=False, splitwise_prefill=False,
+                               kvcache_scheduler_v1=True)
     mask = states.mask_state(rng, 1)
-    ops.update_attn_mask_offsets(**{k: paddle.to_tensor(v, place=place) for k, v in mask.items()})
+    ops.update_attn_mask_offsets(**tensors(mask, place))

@@ -34,6 +34,7 @@ import time
 import numpy as np
 
 from . import _build, ops, reference, states
+from .buffers import tensors
 
 K = 3
 
@@ -110,17 +111,8 @@ def _check_floor_signatures() -> None:
         raise RuntimeError("benchmark ops differ from the ops' signatures:\n" + "\n".join(problems))
 
 
-def _gpu_state(s, place, flag_on_gpu=False):
-    import paddle
-
-    def where(name):
-        return paddle.CPUPlace() if (name == "not_need_stop" and not flag_on_gpu) else place
-
-    return {n: paddle.to_tensor(a, place=where(n)) for n, a in s.items()}
-
-
 def _baseline_correct(lib, s, attrs, place) -> bool:
-    t = _gpu_state(s, place)
+    t = tensors(s, place)
     lib.bench_baseline_preprocess(*t.values(), *attrs.values())
     want = states.copy_state(s)
     reference.draft_model_preprocess(**want, **attrs)
@@ -151,7 +143,7 @@ def run(bsz_list, calls: int, rounds: int = 7, print_fn=print) -> None:
     print_fn("|---:|---:|---:|---:|---:|---:|---:|:---|---:|---:|---:|---:|---:|---:|")
     for bsz in bsz_list:
         s = states.repeatable_preprocess_state(rng, bsz, num_model_step=K)
-        ours, base, asyn = _gpu_state(s, place), _gpu_state(s, place), _gpu_state(s, place, True)
+        ours, base, asyn = tensors(s, place), tensors(s, place), tensors(s, place, True)
         r = _interleaved({
             "ours": (lambda: ops.draft_model_preprocess(**ours, **attrs), None),
             "floor": (lambda: lib.bench_floor_preprocess(*base.values(), *attrs.values()), None),
@@ -177,7 +169,7 @@ def run(bsz_list, calls: int, rounds: int = 7, print_fn=print) -> None:
     print_fn("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for bsz in bsz_list:
         s = states.mask_state(rng, bsz)
-        t = _gpu_state(s, place)
+        t = tensors(s, place)
         mask = lambda: ops.update_attn_mask_offsets(**t)  # noqa: E731
         r = _interleaved({
             "ours": (mask, None),
@@ -256,7 +248,7 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
         if widen:
             m = states.widen_mask_full(m, widen)
         tokens = m["ids_remove_padding"].shape[0]
-        pre, mask = _gpu_state(s, place, True), _gpu_state(m, place)
+        pre, mask = tensors(s, place, True), tensors(m, place)
         ops.draft_model_preprocess(**pre, **attrs)  # warm-up: error record, grid scratch
         with _Env({"FASTDEPLOY_MTP_ASYNC_MASK": "1"}):
             ops.update_attn_mask_offsets(**mask)
