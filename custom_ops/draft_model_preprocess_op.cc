@@ -77,6 +77,7 @@ void DraftModelPreprocess(paddle::Tensor& draft_tokens, paddle::Tensor& input_id
     r = mtp::preprocess_batch(t, attrs, bsz);
   } else {
 #ifdef PADDLE_WITH_CUDA
+    const mtp::DeviceScope on_device(c.place().GetDeviceId(), kOp);
     cudaStream_t stream = draft_tokens.stream();
     mtp::RecordBuffers& rec = mtp::record_buffers(c.place(), stream, kOp);
     const mtp::GridScratch grid = mtp::grid_scratch(rec, stream, kOp);

@@ -19,6 +19,33 @@ inline void cuda_check(cudaError_t e, const char* op, const char* what) {
   MTP_CHECK(e == cudaSuccess, op, ": CUDA error in ", what, ": ", cudaGetErrorString(e));
 }
 
+// Makes `device` the thread's current CUDA device for its scope, and gives the
+// caller's back after. Every CUDA call of an op acts on the current device (the
+// launch, the occupancy and cluster queries, the allocations), while Paddle
+// hands the op tensors on their own device, which need not be the current one:
+// a tensor-parallel rank's tensors on gpu:1 in a thread whose current device
+// is 0. Switches only when they differ, so the common call pays one
+// cudaGetDevice.
+class DeviceScope {
+ public:
+  DeviceScope(int device, const char* op) {
+    cuda_check(cudaGetDevice(&caller_), op, "cudaGetDevice");
+    if (caller_ != device) {
+      cuda_check(cudaSetDevice(device), op, "cudaSetDevice");
+      switched_ = true;
+    }
+  }
+  ~DeviceScope() {
+    if (switched_) cudaSetDevice(caller_);  // a destructor must not throw; it cannot fail here
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int caller_ = 0;
+  bool switched_ = false;
+};
+
 // Where the kernels report, one set per thread and device:
 //  - `pending`, device memory: the error of an asynchronous call that nobody
 //    has read yet (code kOk when there is none);
@@ -61,9 +88,7 @@ inline RecordBuffers& record_buffers(const paddle::Place& place, cudaStream_t st
               "while a CUDA graph is being captured: call ", op,
               " once before capturing (a warm-up step); nothing was changed");
     b.device = dev;
-    int current = 0;
-    cuda_check(cudaGetDevice(&current), op, "cudaGetDevice");
-    cuda_check(cudaSetDevice(dev), op, "cudaSetDevice");
+    DeviceScope on_device(dev, op);
     cuda_check(cudaMalloc(&b.pending, sizeof(BatchResult)), op, "cudaMalloc");
     cuda_check(cudaMemset(b.pending, 0, sizeof(BatchResult)), op, "cudaMemset");
     cuda_check(cudaHostAlloc(&b.report, sizeof(BatchResult), cudaHostAllocMapped), op,
@@ -71,7 +96,6 @@ inline RecordBuffers& record_buffers(const paddle::Place& place, cudaStream_t st
     cuda_check(cudaHostGetDevicePointer(&b.report_device, b.report, 0), op,
                "cudaHostGetDevicePointer");
     cuda_check(cudaDeviceSynchronize(), op, "cudaDeviceSynchronize");  // the memset is done
-    cuda_check(cudaSetDevice(current), op, "cudaSetDevice");
   }
   return b;
 }
@@ -89,14 +113,11 @@ inline GridScratch grid_scratch(RecordBuffers& b, cudaStream_t stream, const cha
     return GridScratch{nullptr, nullptr};
   }
   GridScratch g{nullptr, nullptr};
-  int current = 0;
-  cuda_check(cudaGetDevice(&current), op, "cudaGetDevice");
-  cuda_check(cudaSetDevice(b.device), op, "cudaSetDevice");
+  DeviceScope on_device(b.device, op);
   cuda_check(cudaMalloc(&g.slots, kGridSlots * sizeof(unsigned long long)), op, "cudaMalloc");
   cuda_check(cudaMalloc(&g.finished, sizeof(unsigned)), op, "cudaMalloc");
   // On the op's stream, so it is done before the kernel that first uses it.
   cuda_check(cudaMemsetAsync(g.finished, 0, sizeof(unsigned), stream), op, "cudaMemsetAsync");
-  cuda_check(cudaSetDevice(current), op, "cudaSetDevice");
   b.grids[b.streams++] = StreamScratch{stream, g};
   return g;
 }

@@ -13,6 +13,7 @@ constexpr const char* kOp = "raise_pending_errors";
 void RaisePendingErrors(paddle::Tensor& x) {
   if (!x.is_gpu()) return;
 #ifdef PADDLE_WITH_CUDA
+  const mtp::DeviceScope on_device(x.place().GetDeviceId(), kOp);
   mtp::RecordBuffers& rec = mtp::record_buffers(x.place(), x.stream(), kOp);
   const mtp::BatchResult r = mtp::take_pending(rec, x.stream(), kOp);
   if (r.code != mtp::kOk) {

@@ -61,6 +61,7 @@ std::vector<paddle::Tensor> UpdateAttnMaskOffsets(
     mtp::raise_if_failed(kOp, mtp::mask_batch(t, bsz));
   } else {
 #ifdef PADDLE_WITH_CUDA
+    const mtp::DeviceScope on_device(c.place().GetDeviceId(), kOp);
     cudaStream_t stream = seq_lens_this_time.stream();
     mtp::RecordBuffers& rec = mtp::record_buffers(c.place(), stream, kOp);
     const mtp::GridScratch grid = mtp::grid_scratch(rec, stream, kOp);
