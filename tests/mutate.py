@@ -51,6 +51,8 @@ REG = "fastdeploy_mtp/registration.py"
 OPS = "fastdeploy_mtp/ops.py"
 BUILD = "fastdeploy_mtp/_build.py"
 CAPTURED = "fastdeploy_mtp/captured.py"
+RECORD = "custom_ops/gpu_record.h"
+MASK_OP = "custom_ops/update_attn_mask_offsets_op.cc"
 # Python that runs on a GPU only (the loop replayed from CUDA graphs): its
 # mutations are the GPU suite's to kill, as the CUDA sources' are.
 GPU_ONLY_PYTHON = (CAPTURED,)
@@ -63,7 +65,7 @@ class Mutation:
     old: str
     new: str
     nth: int = -1         # which occurrence of `old` (-1: it must be the only one)
-    device: str = "cpu"   # "gpu": only the GPU tests can see it
+    device: str = "cpu"   # "gpu": only the GPU tests can see it; "gpu2": only on two GPUs
 
 
 MUTATIONS = [
@@ -213,6 +215,14 @@ MUTATIONS = [
              "agreed = kVerdictWithListing && !walks;", device="gpu"),
     Mutation("GPU a warp's run of requests skips one", MASK_KERNEL,
              "* kRun + k % kRun", "* kRun + k % kRun / 2 * 2", device="gpu"),
+    # -- the device the ops run on (two GPUs: tensors off the current device) ----------
+    Mutation("GPU ops run on the current device, not their tensors'", RECORD,
+             "    if (caller_ != device) {", "    if (false) {", device="gpu2"),
+    Mutation("GPU the caller's current device not given back", RECORD,
+             "    if (switched_) cudaSetDevice(caller_);", "", device="gpu2"),
+    Mutation("GPU the mask op launches on the current device", MASK_OP,
+             "    const mtp::DeviceScope on_device(c.place().GetDeviceId(), kOp);\n", "",
+             device="gpu2"),
     # -- the loop replayed from CUDA graphs (GPU only) ------------------------------------
     Mutation("a refused replay of preprocess not raised", CAPTURED,
              "            ops.raise_pending_errors(self.flag)\n", "", device="gpu"),
@@ -316,7 +326,19 @@ CPU_TESTS = ["tests/test_hostile_input.py", "tests/test_bad_input.py",
              "tests/test_proposer.py", "tests/test_simulator.py", "tests/test_draft_model.py",
              "tests/test_signature.py", "tests/test_loader.py"]
 GPU_TESTS = ["tests/test_gpu.py", "tests/test_bad_input.py", "tests/test_differential.py",
-             "tests/test_gpu_loop.py"]
+             "tests/test_gpu_loop.py", "tests/test_gpu_devices.py"]
+# The mutations only a machine with two GPUs can see (test_gpu_devices.py
+# skips on fewer): run with --device gpu2 there.
+GPU2_TESTS = ["tests/test_gpu_devices.py"]
+
+
+def _gpus() -> int:
+    """How many GPUs Paddle sees (asked in a child: this script imports no Paddle)."""
+    r = subprocess.run([sys.executable, "-c", "import paddle; print(paddle.device.cuda."
+                        "device_count() if paddle.is_compiled_with_cuda() else 0)"],
+                       capture_output=True, text=True)
+    lines = r.stdout.strip().splitlines()
+    return int(lines[-1]) if r.returncode == 0 and lines and lines[-1].isdigit() else 0
 
 
 def _files() -> list:
@@ -422,7 +444,8 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--list", action="store_true", help="list (and check that each applies)")
     p.add_argument("--only", nargs="+", help="mutation names (substrings)")
-    p.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    p.add_argument("--device", choices=["cpu", "gpu", "gpu2"], default="cpu",
+                   help="gpu2: the mutations that need two GPUs to be seen")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--deselect", nargs="+", default=[], metavar="NODEID",
                    help="leave these tests out (pytest's --deselect): would another test "
@@ -441,7 +464,10 @@ def main() -> int:
             stale += not ok
             print(f"{m.device:4} {m.path:32} {m.name}{'' if ok else '   STALE'}")
         return 2 if stale else 0
-    tests = args.tests or (CPU_TESTS if args.device == "cpu" else GPU_TESTS)
+    tests = args.tests or {"cpu": CPU_TESTS, "gpu": GPU_TESTS, "gpu2": GPU2_TESTS}[args.device]
+    if args.device == "gpu2" and _gpus() < 2:
+        print(f"mutate: --device gpu2 needs two GPUs; this machine has {_gpus()}")
+        return 2
     missing = [t for t in tests if not (REPO / t).exists()]
     if missing:
         print(f"mutate: no such test file: {' '.join(missing)}")

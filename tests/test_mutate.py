@@ -26,13 +26,32 @@ def test_every_mutation_applies_to_todays_sources(m):
     assert m.old != m.new, m.name
 
 
+def in_cuda_branch(text: str, at: int) -> bool:
+    """Whether position `at` of a C++ source lies inside `#ifdef PADDLE_WITH_CUDA`
+    (up to its #else or #endif): code only a CUDA build compiles."""
+    opened = text.rfind("#ifdef PADDLE_WITH_CUDA", 0, at)
+    if opened < 0:
+        return False
+    ends = [text.find(d, opened) for d in ("#else", "#endif")]
+    return at < min(e for e in ends if e >= 0)
+
+
 @pytest.mark.parametrize("m", mutate.MUTATIONS, ids=NAMES)
 def test_gpu_mutations_are_in_the_cuda_sources(m):
     """The GPU suite sees only what the CUDA build compiles, and the Python
     that runs on a GPU only; a CPU mutation of either would never be seen by
-    the CPU suite."""
+    the CPU suite. The two-GPU ones sit in the bindings' CUDA branches."""
+    if m.device == "gpu2":
+        text = (mutate.REPO / m.path).read_text()
+        assert in_cuda_branch(text, text.index(m.old)), (m.name, m.path)
+        return
     gpu_only = Path(m.path).suffix in (".cu", ".cuh") or m.path in mutate.GPU_ONLY_PYTHON
     assert (m.device == "gpu") == gpu_only, (m.name, m.path, m.device)
+
+
+def test_a_cuda_branch_is_told_from_the_cpu_code():
+    text = "a\n#ifdef PADDLE_WITH_CUDA\nb\n#else\nc\n#endif\nd\n"
+    assert [in_cuda_branch(text, text.index(x)) for x in "abcd"] == [False, True, False, False]
 
 
 def test_a_mutation_that_is_not_there_does_not_apply(tmp_path):
