@@ -105,8 +105,9 @@ __device__ GroupCheck group_checks_mask(const MaskTensors& t, const MaskPlan& p,
   bool bad = false;
   if (request_ok && checks_tokens(p) && !shared) {
     bad = g.sub < p.n && !mask_offset_ok(offset);
-    for (int32_t j = g.sub + g.lanes; j < p.n; j += g.lanes)
-      bad |= check_mask_token(t, i, j).code != kOk;
+    // 64-bit: j + lanes would wrap int32 for a request near 2^31 tokens.
+    for (int64_t j = g.sub + g.lanes; j < p.n; j += g.lanes)
+      bad |= check_mask_token(t, i, (int32_t)j).code != kOk;
   }
   // Every lane of the warp takes part in the ballot, whatever its request's
   // verdict (a lane that skipped it would leave the others waiting).
@@ -188,15 +189,16 @@ struct SharedPrompts {
         const int64_t i = request[group];
         const int32_t rq = q[group], rn = n[group];
         const int32_t* row = t.mask_full + i * t.mask_full_cols;
-        const int32_t step = blockDim.x;
-        for (int32_t j0 = threadIdx.x; j0 < rn; j0 += kAtOnce * step) {
+        // 64-bit: j0 + u * step would wrap int32 for a prompt near 2^31 tokens.
+        const int64_t step = blockDim.x;
+        for (int64_t j0 = threadIdx.x; j0 < rn; j0 += kAtOnce * step) {
           int32_t offsets[kAtOnce];
 #pragma unroll
           for (int u = 0; u < kAtOnce; ++u)
             offsets[u] = j0 + u * step < rn ? row[j0 + u * step] : 0;
 #pragma unroll
           for (int u = 0; u < kAtOnce; ++u)
-            if (j0 + u * step < rn) f(i, rq, j0 + u * step, offsets[u]);
+            if (j0 + u * step < rn) f(i, rq, (int32_t)(j0 + u * step), offsets[u]);
         }
       }
     }
@@ -211,8 +213,10 @@ __device__ void group_writes_mask(const MaskTensors& t, const MaskPlan& p, int64
   if (p.branch == kSkip || shared) return;
   int32_t* o = t.out + 2 * (int64_t)p.q;
   if (g.sub < p.n)
-    o[2 * g.sub + 1] = p.branch == kPrompt ? prompt_end(offset) : mask_token_end(t, p, i, g.sub);
-  for (int32_t j = g.sub + g.lanes; j < p.n; j += g.lanes) o[2 * j + 1] = mask_token_end(t, p, i, j);
+    o[end_entry(g.sub)] =
+        p.branch == kPrompt ? prompt_end(offset) : mask_token_end(t, p, i, g.sub);
+  for (int64_t j = g.sub + g.lanes; j < p.n; j += g.lanes)  // 64-bit, as in group_checks_mask
+    o[end_entry((int32_t)j)] = mask_token_end(t, p, i, (int32_t)j);
   if (writes_decode_states(p)) {
     for (int64_t j = g.sub; j < t.decode_states_cols; j += g.lanes) write_decode_state(t, p, i, j);
   }
@@ -314,7 +318,7 @@ __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t,
   if (first < bsz) group_writes_mask(own, kept, first, kept_offset, g, kept_check.shared);
   if (walks) {
     shared.for_my_tokens(t, [&](int64_t, int32_t q, int32_t j, int32_t offset) {
-      t.out[2 * ((int64_t)q + j) + 1] = prompt_end(offset);
+      t.out[2 * (int64_t)q + end_entry(j)] = prompt_end(offset);
     });
   }
   for (int64_t i = first + groups; i < bsz; i += groups)

@@ -624,6 +624,12 @@ MTP_HD int32_t vision_token_end(const MaskPlan& p) {
 }
 MTP_HD int32_t decode_token_end(int32_t cursor, int32_t j) { return cursor + 1 + j; }
 
+// Where the odd (end) entry of a request's token j lies in its slice of
+// attn_mask_offsets, 64-bit: a request may feed up to 2^31 - 1 tokens, and
+// 2 * j in int32 wraps from j = 2^30 on (the write then lands before the
+// tensor).
+MTP_HD int64_t end_entry(int32_t j) { return 2 * (int64_t)j + 1; }
+
 // The same for any branch but kSkip. (apply_mask's loops call the per-branch
 // forms directly, so that the branch is decided once per request, not per
 // token.)
@@ -654,13 +660,13 @@ MTP_HD void apply_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
   int32_t* out = t.out + 2 * (int64_t)p.q;
   if (p.branch == kPrompt) {
     const int32_t* full = t.mask_full + i * t.mask_full_cols;
-    for (int32_t j = 0; j < p.n; ++j) out[2 * j + 1] = prompt_token_end(full, j);
+    for (int32_t j = 0; j < p.n; ++j) out[end_entry(j)] = prompt_token_end(full, j);
   } else if (p.branch == kVisionGeneration) {
     const int32_t v = vision_token_end(p);
-    for (int32_t j = 0; j < p.n; ++j) out[2 * j + 1] = v;
+    for (int32_t j = 0; j < p.n; ++j) out[end_entry(j)] = v;
   } else {
     const int32_t cursor = mask_cursor(p);
-    for (int32_t j = 0; j < p.n; ++j) out[2 * j + 1] = decode_token_end(cursor, j);
+    for (int32_t j = 0; j < p.n; ++j) out[end_entry(j)] = decode_token_end(cursor, j);
   }
   if (writes_decode_states(p)) {
     for (int64_t j = 0; j < t.decode_states_cols; ++j) write_decode_state(t, p, i, j);

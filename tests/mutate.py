@@ -70,6 +70,9 @@ class Mutation:
 
 MUTATIONS = [
     # -- the shared rules (mtp_bookkeeping.h): CPU and GPU run these ------------
+    Mutation("a token's end entry computed in int32", H,
+             "MTP_HD int64_t end_entry(int32_t j) { return 2 * (int64_t)j + 1; }",
+             "MTP_HD int64_t end_entry(int32_t j) { return 2 * j + 1; }"),
     Mutation("rollback sign", H, "return (int64_t)p.old_rollback + p.old_decoder - p.decoder;",
              "return (int64_t)p.old_rollback - p.old_decoder + p.decoder;"),
     Mutation("roll back k instead of k-1", H, "p.decoder = (int64_t)S - (a.num_model_step - 1);",
@@ -197,8 +200,8 @@ MUTATIONS = [
              "return warp_agree(lane < blocks && lane < kPortableClusterBlocks ? "
              "verdict_in(slots[lane]) : Verdict{kNone, 0});", device="gpu"),
     Mutation("GPU shared prompt walk skips tokens", MASK_KERNEL,
-             "for (int32_t j0 = threadIdx.x; j0 < rn; j0 += kAtOnce * step) {",
-             "for (int32_t j0 = threadIdx.x; j0 < rn; j0 += (kAtOnce + 1) * step) {", device="gpu"),
+             "for (int64_t j0 = threadIdx.x; j0 < rn; j0 += kAtOnce * step) {",
+             "for (int64_t j0 = threadIdx.x; j0 < rn; j0 += (kAtOnce + 1) * step) {", device="gpu"),
     Mutation("GPU shared prompt tokens go unchecked", MASK_KERNEL,
              "if (!mask_offset_ok(offset) && verdict_of(i) < mine.bad) mine.bad = verdict_of(i);",
              "", device="gpu"),
@@ -324,9 +327,11 @@ MUTATIONS = [
 CPU_TESTS = ["tests/test_hostile_input.py", "tests/test_bad_input.py",
              "tests/test_properties.py", "tests/test_differential.py",
              "tests/test_proposer.py", "tests/test_simulator.py", "tests/test_draft_model.py",
-             "tests/test_signature.py", "tests/test_loader.py"]
+             "tests/test_signature.py", "tests/test_loader.py",
+             "tests/test_huge_requests.py"]
 GPU_TESTS = ["tests/test_gpu.py", "tests/test_bad_input.py", "tests/test_differential.py",
-             "tests/test_gpu_loop.py", "tests/test_gpu_devices.py"]
+             "tests/test_gpu_loop.py", "tests/test_gpu_devices.py",
+             "tests/test_huge_requests.py"]
 # The mutations only a machine with two GPUs can see (test_gpu_devices.py
 # skips on fewer): run with --device gpu2 there.
 GPU2_TESTS = ["tests/test_gpu_devices.py"]
