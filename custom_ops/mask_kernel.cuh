@@ -105,8 +105,10 @@ __device__ GroupCheck group_checks_mask(const MaskTensors& t, const MaskPlan& p,
   bool bad = false;
   if (request_ok && checks_tokens(p) && !shared) {
     bad = g.sub < p.n && !mask_offset_ok(offset);
-    // 64-bit: j + lanes would wrap int32 for a request near 2^31 tokens.
-    for (int64_t j = g.sub + g.lanes; j < p.n; j += g.lanes)
+    // Unsigned: for a request near 2^31 tokens j + lanes would wrap int32, but
+    // stays below 2^32 (64-bit counters cost 1-3% a step, the graph probe).
+    // request_ok has refused a negative n.
+    for (uint32_t j = g.sub + g.lanes; j < (uint32_t)p.n; j += g.lanes)
       bad |= check_mask_token(t, i, (int32_t)j).code != kOk;
   }
   // Every lane of the warp takes part in the ballot, whatever its request's
@@ -187,11 +189,13 @@ struct SharedPrompts {
       for (unsigned bits = __shfl_sync(kFullWarp, mine, w); bits != 0; bits &= bits - 1) {
         const int group = (32 * w + __ffs(bits) - 1) / kLanes;
         const int64_t i = request[group];
-        const int32_t rq = q[group], rn = n[group];
+        const int32_t rq = q[group];
         const int32_t* row = t.mask_full + i * t.mask_full_cols;
-        // 64-bit: j0 + u * step would wrap int32 for a prompt near 2^31 tokens.
-        const int64_t step = blockDim.x;
-        for (int64_t j0 = threadIdx.x; j0 < rn; j0 += kAtOnce * step) {
+        // Unsigned: for a prompt near 2^31 tokens j0 + u * step would wrap
+        // int32, but stays below 2^32 (64-bit counters cost 5-17% of a
+        // long-prompt step, the graph probe).
+        const uint32_t step = blockDim.x, rn = (uint32_t)n[group];
+        for (uint32_t j0 = threadIdx.x; j0 < rn; j0 += kAtOnce * step) {
           int32_t offsets[kAtOnce];
 #pragma unroll
           for (int u = 0; u < kAtOnce; ++u)
@@ -215,7 +219,7 @@ __device__ void group_writes_mask(const MaskTensors& t, const MaskPlan& p, int64
   if (g.sub < p.n)
     o[end_entry(g.sub)] =
         p.branch == kPrompt ? prompt_end(offset) : mask_token_end(t, p, i, g.sub);
-  for (int64_t j = g.sub + g.lanes; j < p.n; j += g.lanes)  // 64-bit, as in group_checks_mask
+  for (uint32_t j = g.sub + g.lanes; j < (uint32_t)p.n; j += g.lanes)  // as group_checks_mask's
     o[end_entry((int32_t)j)] = mask_token_end(t, p, i, (int32_t)j);
   if (writes_decode_states(p)) {
     for (int64_t j = g.sub; j < t.decode_states_cols; j += g.lanes) write_decode_state(t, p, i, j);
