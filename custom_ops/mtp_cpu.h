@@ -31,7 +31,9 @@ inline BatchResult mask_batch(const MaskTensors t, int64_t bsz) {
     if (f.code != kOk) return batch_failure(kMaskOp, i, f);
   }
   // One memset: the build turns off g++'s loop-to-memset rewriting (_build.py).
-  std::memset(t.out, 0, sizeof(int32_t) * 2 * t.num_tokens);
+  // Not with no tokens: the output then may have no memory (a null pointer,
+  // which memset must not be given even for 0 bytes).
+  if (t.num_tokens > 0) std::memset(t.out, 0, sizeof(int32_t) * 2 * t.num_tokens);
   for (int64_t i = 0; i < bsz; ++i) apply_mask(t, plan_mask(t, i), i);
   return batch_ok(false);
 }

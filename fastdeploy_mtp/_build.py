@@ -61,12 +61,27 @@ def compile_flags(cuda: bool) -> Dict[str, List[str]]:
     flags = {"cxx": ["-O2", "-fvect-cost-model=cheap", "-fno-tree-loop-distribute-patterns",
                      "-std=c++17", f"-I{SOURCE_DIR}",
                      f"-DFASTDEPLOY_MTP_PADDLE_MAJOR={paddle_major()}"]}
+    flags["cxx"] += sanitizer_flags()
     if cuda:
         # The bindings include Paddle's CUDA headers, which include Thrust; the
         # host compiler needs CUDA's include folders (CUDA 13 keeps Thrust in cccl/).
         flags["cxx"] += [f"-I{d}" for d in cuda_include_dirs()]
         flags["nvcc"] = ["-O3", "-std=c++17", f"-I{SOURCE_DIR}", *CUDA_ARCH_FLAGS]
     return flags
+
+
+def sanitizer_flags() -> List[str]:
+    """FASTDEPLOY_MTP_SANITIZE=undefined builds the host code with the
+    undefined-behaviour sanitizer, stopping at the first report (a signed
+    overflow, a shift or an index out of range): CI runs the CPU tests once on
+    such a build. Off otherwise. The vptr check is left out: it reads Paddle's
+    type information across libraries."""
+    setting = os.environ.get("FASTDEPLOY_MTP_SANITIZE", "")
+    if setting in ("", "0"):
+        return []
+    if setting != "undefined":
+        raise ValueError(f"FASTDEPLOY_MTP_SANITIZE={setting!r}: only 'undefined' is supported")
+    return ["-fsanitize=undefined", "-fno-sanitize=vptr", "-fno-sanitize-recover=all"]
 
 
 def link_flags(cuda: bool) -> List[str]:
@@ -79,9 +94,10 @@ def link_flags(cuda: bool) -> List[str]:
     binds every reference inside the library.
     """
     setting = os.environ.get("FASTDEPLOY_MTP_STATIC_LIBSTDCXX")
+    flags = sanitizer_flags()
     if setting == "1" or (cuda and setting != "0"):
-        return ["-static-libstdc++", "-Wl,--exclude-libs,ALL"]
-    return []
+        flags += ["-static-libstdc++", "-Wl,--exclude-libs,ALL"]
+    return flags
 
 
 def cuda_include_dirs() -> List[str]:

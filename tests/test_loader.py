@@ -80,3 +80,23 @@ def test_every_header_the_sources_include_is_hashed():
                 included.add(target)
     assert any(p.suffix == ".cuh" for p in included)  # the kernels' headers are seen
     assert included <= hashed, sorted(str(p) for p in included - hashed)
+
+
+def test_the_sanitized_build_is_a_build_of_its_own(monkeypatch):
+    """FASTDEPLOY_MTP_SANITIZE=undefined compiles and links with the
+    undefined-behaviour sanitizer, and so hashes (and caches) apart."""
+    monkeypatch.delenv("FASTDEPLOY_MTP_SANITIZE", raising=False)
+    plain = _build.source_hash(False)
+    assert not any("sanitize" in f for f in _build.compile_flags(False)["cxx"])
+    monkeypatch.setenv("FASTDEPLOY_MTP_SANITIZE", "undefined")
+    for flags in (_build.compile_flags(False)["cxx"], _build.link_flags(False)):
+        assert "-fsanitize=undefined" in flags and "-fno-sanitize-recover=all" in flags
+    assert _build.source_hash(False) != plain
+    monkeypatch.setenv("FASTDEPLOY_MTP_SANITIZE", "0")
+    assert _build.source_hash(False) == plain
+
+
+def test_an_unknown_sanitizer_is_refused(monkeypatch):
+    monkeypatch.setenv("FASTDEPLOY_MTP_SANITIZE", "address")
+    with pytest.raises(ValueError, match="only 'undefined'"):
+        _build.compile_flags(False)
