@@ -21,7 +21,26 @@ DEVICES = ["cpu"] + (["gpu"] if gpu_available() else [])
 
 
 def place_of(device: str):
-    return paddle.CUDAPlace(0) if device == "gpu" else paddle.CPUPlace()
+    """"cpu", "gpu" (gpu:0) or "gpu:N"."""
+    if device == "cpu":
+        return paddle.CPUPlace()
+    return paddle.CUDAPlace(int(device.partition(":")[2] or 0))
+
+
+def break_preprocess_request(s, i, accept_num):
+    """Request i of a preprocess state decodes with accept_num (out of range
+    when it is negative or past the accepted tokens' columns)."""
+    s["base_model_stop_flags"][i] = s["batch_drop"][i] = False
+    s["seq_lens_encoder"][i] = 0
+    s["accept_num"][i] = accept_num
+
+
+def break_mask_request(s, i):
+    """Request i of a mask state decodes with seq_lens_this_time = -1."""
+    s["seq_lens_this_time"][i] = -1
+    s["is_block_step"][i] = False
+    s["seq_lens_encoder"][i] = 0
+    s["seq_lens_decoder"][i] = 3
 
 
 def to_tensors(state, device="cpu", host_flag=True):

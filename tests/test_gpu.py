@@ -8,7 +8,7 @@ import pytest
 
 from fastdeploy_mtp import ops, states
 from helpers import (assert_mask_like_reference, assert_states_equal, assert_unchanged,
-                     gpu_available, preprocess_attrs, prompts_state, run_mask_ref,
+                     break_mask_request, break_preprocess_request, gpu_available, preprocess_attrs, prompts_state, run_mask_ref,
                      run_preprocess_op, run_preprocess_ref, skipped_mask_requests, to_numpy,
                      to_tensors)
 
@@ -16,26 +16,11 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not gpu_available(), reason="needs Paddle with CUDA and a GPU")]
 
 
-def _break_preprocess_request(s, i, accept_num):
-    """Request i decodes with an out-of-range accept_num."""
-    s["base_model_stop_flags"][i] = s["batch_drop"][i] = False
-    s["seq_lens_encoder"][i] = 0
-    s["accept_num"][i] = accept_num
-
-
-def _break_mask_request(s, i):
-    """Request i decodes with seq_lens_this_time = -1."""
-    s["seq_lens_this_time"][i] = -1
-    s["is_block_step"][i] = False
-    s["seq_lens_encoder"][i] = 0
-    s["seq_lens_decoder"][i] = 3
-
-
 def _assert_earliest_broken_is_named(s, bad, device="gpu"):
     """Breaks requests `bad` of mask state `s`: the op names the earliest and
     changes nothing."""
     for i in bad:
-        _break_mask_request(s, i)
+        break_mask_request(s, i)
     t = to_tensors(s, device)
     with pytest.raises(ops.BadInputError, match=f"request {min(bad)}: seq_lens_this_time"):
         ops.update_attn_mask_offsets(**t)
@@ -61,7 +46,7 @@ def test_mask_every_request_of_big_batches(bsz, padding):
 
 def test_last_request_of_8192_is_checked():
     s = states.preprocess_state(np.random.default_rng(3), 8192, num_model_step=2)
-    _break_preprocess_request(s, 8191, -1)
+    break_preprocess_request(s, 8191, -1)
     t = to_tensors(s, "gpu")
     with pytest.raises(ops.BadInputError, match="request 8191: accept_num"):
         ops.draft_model_preprocess(**t, **preprocess_attrs(2))
@@ -72,7 +57,7 @@ def test_blocks_agree_on_the_first_failing_request():
     """Failures in several blocks of the grid path: the earliest is reported, nothing written."""
     s = states.preprocess_state(np.random.default_rng(11), 8192, num_model_step=2)
     for i in (7000, 300, 4097):
-        _break_preprocess_request(s, i, 99)
+        break_preprocess_request(s, i, 99)
     t = to_tensors(s, "gpu")
     with pytest.raises(ops.BadInputError, match="request 300: accept_num"):
         ops.draft_model_preprocess(**t, **preprocess_attrs(2))
@@ -86,7 +71,7 @@ def test_preprocess_cluster_blocks_agree_on_the_first_failing_request(bsz, bad, 
     blocks from 1024 requests, where the device has room for them)."""
     s = states.preprocess_state(np.random.default_rng(bsz), bsz, num_model_step=2)
     for i in bad:
-        _break_preprocess_request(s, i, 99)
+        break_preprocess_request(s, i, 99)
     t = to_tensors(s, "gpu")
     with pytest.raises(ops.BadInputError, match=f"request {first}: accept_num"):
         ops.draft_model_preprocess(**t, **preprocess_attrs(2))
@@ -150,7 +135,7 @@ def test_a_captured_cluster_mask_failure_changes_nothing_and_surfaces_later():
     _warm_up(states.preprocess_state(rng, 8, num_model_step=2), states.mask_state(rng, 128),
              preprocess_attrs(2))
     m = states.mask_state(rng, 128)
-    _break_mask_request(m, 100)
+    break_mask_request(m, 100)
     t = to_tensors(m, "gpu")
     ops.raise_pending_errors(t["seq_lens_decoder"])
     os.environ["FASTDEPLOY_MTP_ASYNC_MASK"] = "1"
@@ -269,7 +254,7 @@ def test_a_bad_short_request_before_a_bad_long_prompt_is_the_one_named():
     assert late > 0
     n = int(s["seq_lens_this_time"].reshape(-1)[late])
     s["attn_mask_offsets_full"][late, n - 1] = -1
-    _break_mask_request(s, late - 1)
+    break_mask_request(s, late - 1)
     t = to_tensors(s, "gpu")
     with pytest.raises(ops.BadInputError, match=f"request {late - 1}: seq_lens_this_time"):
         ops.update_attn_mask_offsets(**t)
@@ -315,7 +300,7 @@ def test_an_earlier_asynchronous_failure_stops_a_wide_batch(bsz):
     import os
 
     bad = _wide(40, seed=3)
-    _break_mask_request(bad, 30)
+    break_mask_request(bad, 30)
     t_bad = to_tensors(bad, "gpu")
     os.environ["FASTDEPLOY_MTP_ASYNC_MASK"] = "1"
     try:
@@ -343,7 +328,7 @@ def test_a_wide_batch_on_a_stream_first_seen_inside_a_capture():
     _warm_up(states.preprocess_state(rng, 8, num_model_step=2), states.mask_state(rng, 64),
              preprocess_attrs(2))
     m = _wide(4096)
-    _break_mask_request(m, 4000)
+    break_mask_request(m, 4000)
     t = to_tensors(m, "gpu")
     side = paddle.device.cuda.Stream()
     os.environ["FASTDEPLOY_MTP_ASYNC_MASK"] = "1"
@@ -384,7 +369,7 @@ def test_the_mask_kernel_waits_for_the_kernel_before_it(bsz, seed):
 
 def test_asynchronous_error_of_a_big_batch_waits_for_the_next_call():
     bad = states.preprocess_state(np.random.default_rng(13), 4096, num_model_step=3)
-    _break_preprocess_request(bad, 4000, -1)
+    break_preprocess_request(bad, 4000, -1)
     t_bad = to_tensors(bad, "gpu", host_flag=False)
     ops.draft_model_preprocess(**t_bad, **preprocess_attrs(3))
     assert_unchanged(t_bad, bad)
@@ -490,7 +475,7 @@ def test_not_need_stop_when_one_request_of_a_grid_batch_runs(bsz, runs, host_fla
 
 def test_asynchronous_error_waits_for_the_next_synchronous_call():
     bad = states.preprocess_state(np.random.default_rng(6), 16, num_model_step=2)
-    _break_preprocess_request(bad, 3, 99)
+    break_preprocess_request(bad, 3, 99)
     t_bad = to_tensors(bad, "gpu", host_flag=False)
     ops.draft_model_preprocess(**t_bad, **preprocess_attrs(2))  # returns; error stays on device
     assert_unchanged(t_bad, bad)
@@ -507,7 +492,7 @@ def test_asynchronous_error_waits_for_the_next_synchronous_call():
 
 def test_raise_pending_errors_reports_an_asynchronous_failure_once():
     bad = states.preprocess_state(np.random.default_rng(8), 16, num_model_step=2)
-    _break_preprocess_request(bad, 2, -3)
+    break_preprocess_request(bad, 2, -3)
     t = to_tensors(bad, "gpu", host_flag=False)
     ops.draft_model_preprocess(**t, **preprocess_attrs(2))
     with pytest.raises(ops.BadInputError, match="request 2: accept_num"):
@@ -527,7 +512,7 @@ def test_asynchronous_mask_update(monkeypatch):
     assert_states_equal(to_numpy(t), want)
 
     bad = states.mask_state(np.random.default_rng(10), 64)
-    _break_mask_request(bad, 0)
+    break_mask_request(bad, 0)
     t = to_tensors(bad, "gpu")
     ops.update_attn_mask_offsets(**t)  # returns; the error waits on the device
     with pytest.raises(ops.BadInputError, match="request 0: seq_lens_this_time"):
@@ -610,7 +595,7 @@ def test_a_captured_failure_changes_nothing_and_surfaces_later(where):
     s = states.preprocess_state(np.random.default_rng(30), 4096, num_model_step=3)
     m = states.mask_state(np.random.default_rng(31), 4096)
     _warm_up(s, m, attrs)
-    _break_preprocess_request(s, where, accept_num=-1)
+    break_preprocess_request(s, where, accept_num=-1)
     t = to_tensors(s, "gpu", host_flag=False)
     g = graphs.CUDAGraph()
     g.capture_begin()

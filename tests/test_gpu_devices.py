@@ -17,8 +17,9 @@ import paddle
 import pytest
 
 from fastdeploy_mtp import ops, states
-from helpers import (assert_states_equal, assert_unchanged, gpu_available, preprocess_attrs,
-                     run_mask_ref, run_preprocess_ref, to_numpy)
+from helpers import (assert_states_equal, assert_unchanged, break_mask_request,
+                     break_preprocess_request, gpu_available, preprocess_attrs, run_mask_ref,
+                     run_preprocess_ref, to_numpy, to_tensors)
 
 
 def _two_gpus() -> bool:
@@ -58,27 +59,9 @@ def make_current(device: int) -> None:
 
 
 def on_gpu(state, index, host_flag=True):
-    """Tensors of a numpy state on gpu:`index` (copies only); not_need_stop on
-    the CPU unless host_flag is False."""
-    out = {}
-    for name, arr in state.items():
-        host = name == "not_need_stop" and host_flag
-        out[name] = paddle.to_tensor(arr, place=paddle.CPUPlace() if host
-                                     else paddle.CUDAPlace(index))
-    return out
-
-
-def _break_preprocess(s, i):
-    s["base_model_stop_flags"][i] = s["batch_drop"][i] = False
-    s["seq_lens_encoder"][i] = 0
-    s["accept_num"][i] = -1
-
-
-def _break_mask(s, i):
-    s["seq_lens_this_time"][i] = -1
-    s["is_block_step"][i] = False
-    s["seq_lens_encoder"][i] = 0
-    s["seq_lens_decoder"][i] = 3
+    """Tensors of a numpy state on gpu:`index`; not_need_stop on the CPU
+    unless host_flag is False."""
+    return to_tensors(state, f"gpu:{index}", host_flag)
 
 
 @pytest.fixture(autouse=True)
@@ -125,9 +108,9 @@ def test_mask_on_the_other_gpu(bsz, current, tensors_on, asynchronous, monkeypat
 def test_a_refusal_on_the_other_gpu_changes_nothing(bsz):
     k = 2
     s = states.preprocess_state(np.random.default_rng(bsz), bsz, num_model_step=k)
-    _break_preprocess(s, bsz - 1)
+    break_preprocess_request(s, bsz - 1, -1)
     m = states.mask_state(np.random.default_rng(bsz + 1), bsz)
-    _break_mask(m, bsz // 2)
+    break_mask_request(m, bsz // 2)
     t, tm = on_gpu(s, B), on_gpu(m, B)
     make_current(A)
     with pytest.raises(ops.BadInputError, match=f"request {bsz - 1}: accept_num"):
@@ -146,7 +129,7 @@ def test_an_asynchronous_failure_stays_with_its_gpu(bsz):
     k = 2
     attrs = preprocess_attrs(k)
     bad = states.preprocess_state(np.random.default_rng(bsz), bsz, num_model_step=k)
-    _break_preprocess(bad, 0)
+    break_preprocess_request(bad, 0, -1)
     t_bad = on_gpu(bad, B, host_flag=False)
     make_current(A)
     ops.draft_model_preprocess(**t_bad, **attrs)  # returns; the error waits on gpu:1
