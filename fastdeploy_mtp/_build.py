@@ -70,18 +70,22 @@ def compile_flags(cuda: bool) -> Dict[str, List[str]]:
     return flags
 
 
+# The undefined-behaviour sanitizer, stopping at its first report. The vptr
+# check is left out: it reads Paddle's type information across libraries.
+UNDEFINED_BEHAVIOUR_FLAGS = ("-fsanitize=undefined", "-fno-sanitize=vptr",
+                             "-fno-sanitize-recover=all")
+
+
 def sanitizer_flags() -> List[str]:
-    """FASTDEPLOY_MTP_SANITIZE=undefined builds the host code with the
-    undefined-behaviour sanitizer, stopping at the first report (a signed
-    overflow, a shift or an index out of range): CI runs the CPU tests once on
-    such a build. Off otherwise. The vptr check is left out: it reads Paddle's
-    type information across libraries."""
+    """FASTDEPLOY_MTP_SANITIZE=undefined builds the host code with
+    UNDEFINED_BEHAVIOUR_FLAGS (a signed overflow, a shift or an index out of
+    range stops it): CI runs the CPU tests once on such a build. Off otherwise."""
     setting = os.environ.get("FASTDEPLOY_MTP_SANITIZE", "")
     if setting in ("", "0"):
         return []
     if setting != "undefined":
         raise ValueError(f"FASTDEPLOY_MTP_SANITIZE={setting!r}: only 'undefined' is supported")
-    return ["-fsanitize=undefined", "-fno-sanitize=vptr", "-fno-sanitize-recover=all"]
+    return list(UNDEFINED_BEHAVIOUR_FLAGS)
 
 
 def link_flags(cuda: bool) -> List[str]:

@@ -24,7 +24,6 @@ from helpers import gpu_available
 N = 2**30 + 3          # tokens of the one request
 DECODER = 7            # seq_lens_decoder of the vision and decode requests
 CURSOR, ROLLBACK = 100, 3
-LAST = 2 * N - 1       # the last token's end entry
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +33,7 @@ def harness(tmp_path_factory):
         pytest.fail("no C++ compiler: the op library itself needs one to build")
     exe = tmp_path_factory.mktemp("huge") / "huge_request"
     flags = _build.compile_flags(cuda=False)["cxx"]
-    subprocess.run([compiler, *flags, "-fsanitize=undefined", "-fno-sanitize-recover=all",
+    subprocess.run([compiler, *flags, *_build.UNDEFINED_BEHAVIOUR_FLAGS,
                     str(Path(__file__).with_name("huge_request.cc")), "-o", str(exe)],
                    check=True, capture_output=True, text=True)
     return exe
