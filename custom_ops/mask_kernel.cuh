@@ -105,11 +105,12 @@ __device__ GroupCheck group_checks_mask(const MaskTensors& t, const MaskPlan& p,
   bool bad = false;
   if (request_ok && checks_tokens(p) && !shared) {
     bad = g.sub < p.n && !mask_offset_ok(offset);
-    // Unsigned: for a request near 2^31 tokens j + lanes would wrap int32, but
-    // stays below 2^32 (64-bit counters cost 1-3% a step, the graph probe).
+    // Counting down the tokens left keeps every sum below n: counting j up,
+    // j + lanes would wrap int32 for a request near 2^31 tokens (and unsigned
+    // or 64-bit counters cost up to 11% of a step, the graph probe).
     // request_ok has refused a negative n.
-    for (uint32_t j = g.sub + g.lanes; j < (uint32_t)p.n; j += g.lanes)
-      bad |= check_mask_token(t, i, (int32_t)j).code != kOk;
+    for (int32_t left = p.n - g.sub - g.lanes; left > 0; left -= g.lanes)
+      bad |= check_mask_token(t, i, p.n - left).code != kOk;
   }
   // Every lane of the warp takes part in the ballot, whatever its request's
   // verdict (a lane that skipped it would leave the others waiting).
@@ -191,18 +192,18 @@ struct SharedPrompts {
         const int64_t i = request[group];
         const int32_t rq = q[group];
         const int32_t* row = t.mask_full + i * t.mask_full_cols;
-        // Unsigned: for a prompt near 2^31 tokens j0 + u * step would wrap
-        // int32, but stays below 2^32 (64-bit counters cost 5-17% of a
-        // long-prompt step, the graph probe).
-        const uint32_t step = blockDim.x, rn = (uint32_t)n[group];
-        for (uint32_t j0 = threadIdx.x; j0 < rn; j0 += kAtOnce * step) {
+        // Counting down the tokens left, as group_checks_mask does: token
+        // j0 + u * step is read only while u * step < left, so it is below n.
+        const int32_t step = blockDim.x, rn = n[group];
+        for (int32_t left = rn - (int32_t)threadIdx.x; left > 0; left -= kAtOnce * step) {
+          const int32_t j0 = rn - left;
           int32_t offsets[kAtOnce];
 #pragma unroll
           for (int u = 0; u < kAtOnce; ++u)
-            offsets[u] = j0 + u * step < rn ? row[j0 + u * step] : 0;
+            offsets[u] = u * step < left ? row[j0 + u * step] : 0;
 #pragma unroll
           for (int u = 0; u < kAtOnce; ++u)
-            if (j0 + u * step < rn) f(i, rq, (int32_t)(j0 + u * step), offsets[u]);
+            if (u * step < left) f(i, rq, j0 + u * step, offsets[u]);
         }
       }
     }
@@ -219,8 +220,8 @@ __device__ void group_writes_mask(const MaskTensors& t, const MaskPlan& p, int64
   if (g.sub < p.n)
     o[end_entry(g.sub)] =
         p.branch == kPrompt ? prompt_end(offset) : mask_token_end(t, p, i, g.sub);
-  for (uint32_t j = g.sub + g.lanes; j < (uint32_t)p.n; j += g.lanes)  // as group_checks_mask's
-    o[end_entry((int32_t)j)] = mask_token_end(t, p, i, (int32_t)j);
+  for (int32_t left = p.n - g.sub - g.lanes; left > 0; left -= g.lanes)  // as group_checks_mask's
+    o[end_entry(p.n - left)] = mask_token_end(t, p, i, p.n - left);
   if (writes_decode_states(p)) {
     for (int64_t j = g.sub; j < t.decode_states_cols; j += g.lanes) write_decode_state(t, p, i, j);
   }

@@ -200,8 +200,8 @@ MUTATIONS = [
              "return warp_agree(lane < blocks && lane < kPortableClusterBlocks ? "
              "verdict_in(slots[lane]) : Verdict{kNone, 0});", device="gpu"),
     Mutation("GPU shared prompt walk skips tokens", MASK_KERNEL,
-             "for (uint32_t j0 = threadIdx.x; j0 < rn; j0 += kAtOnce * step) {",
-             "for (uint32_t j0 = threadIdx.x; j0 < rn; j0 += (kAtOnce + 1) * step) {", device="gpu"),
+             "left > 0; left -= kAtOnce * step) {",
+             "left > 0; left -= (kAtOnce + 1) * step) {", device="gpu"),
     Mutation("GPU shared prompt tokens go unchecked", MASK_KERNEL,
              "if (!mask_offset_ok(offset) && verdict_of(i) < mine.bad) mine.bad = verdict_of(i);",
              "", device="gpu"),
