@@ -234,6 +234,31 @@ def test_a_bad_offset_deep_in_a_long_prompt_fails_its_request(bsz, cols, where):
     assert_unchanged(t, s)
 
 
+# Prompts of 33 to 64 tokens: longer than a group's lanes (32 at most), not
+# long enough to share out, so each lane counts down its own tokens. The batch
+# sizes give one block of 32 lanes a request, a cluster and a grid of fewer.
+GROUP_WALKED = [(bsz, n) for bsz in (1, 64, 600, 8200) for n in (33, 64)]
+
+
+@pytest.mark.parametrize("bsz, n", GROUP_WALKED)
+def test_prompts_a_group_walks_match_the_reference(bsz, n):
+    assert_mask_like_reference(prompts_state(bsz, bsz, n, n + 3), "gpu")
+
+
+@pytest.mark.parametrize("bsz, n", GROUP_WALKED)
+@pytest.mark.parametrize("col", ["first", "last"])
+def test_a_bad_offset_in_a_prompt_a_group_walks_fails_its_request(bsz, n, col):
+    """The last token is the one the lanes' countdown reaches at left == 1."""
+    s = prompts_state(bsz + 1, bsz, n, n)
+    bad, column = bsz // 2, {"first": 0, "last": n - 1}[col]
+    s["attn_mask_offsets_full"][bad, column] = -3
+    t = to_tensors(s, "gpu")
+    with pytest.raises(ops.BadInputError,
+                       match=f"request {bad}: attn_mask_offsets_full: column {column} holds -3"):
+        ops.update_attn_mask_offsets(**t)
+    assert_unchanged(t, s)
+
+
 @pytest.mark.parametrize("col", [10, 199])
 def test_two_bad_long_prompts_of_one_block_name_the_first(col):
     """Both prompts in one block, bad at the same column: the thread that
