@@ -236,8 +236,9 @@ def test_a_bad_offset_deep_in_a_long_prompt_fails_its_request(bsz, cols, where):
 
 # Prompts of 33 to 64 tokens: longer than a group's lanes (32 at most), not
 # long enough to share out, so each lane counts down its own tokens. The batch
-# sizes give one block of 32 lanes a request, a cluster and a grid of fewer.
-GROUP_WALKED = [(bsz, n) for bsz in (1, 64, 600, 8200) for n in (33, 64)]
+# sizes give (launch_plan.cuh) one block and a cluster at 32 lanes a request,
+# a cluster at 16, and grids at 32, 16 and 8.
+GROUP_WALKED = [(bsz, n) for bsz in (1, 64, 300, 600, 1500, 8200) for n in (33, 64)]
 
 
 @pytest.mark.parametrize("bsz, n", GROUP_WALKED)
