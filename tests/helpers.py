@@ -11,6 +11,7 @@ import paddle
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from fastdeploy_mtp import ops, reference, states  # noqa: E402
+from fastdeploy_mtp.buffers import tensors  # noqa: E402
 
 
 def gpu_available() -> bool:
@@ -44,13 +45,10 @@ def break_mask_request(s, i):
 
 
 def to_tensors(state, device="cpu", host_flag=True):
-    """Paddle tensors of a numpy state. not_need_stop stays on the CPU unless
-    host_flag is False. Only copies: Paddle's own GPU kernels are not used."""
-    out = {}
-    for name, arr in state.items():
-        place = paddle.CPUPlace() if (name == "not_need_stop" and host_flag) else place_of(device)
-        out[name] = paddle.to_tensor(arr, place=place)
-    return out
+    """Paddle tensors of a numpy state on `device` ("cpu", "gpu" or "gpu:N").
+    not_need_stop stays on the CPU unless host_flag is False. Only copies:
+    Paddle's own GPU kernels are not used."""
+    return tensors(state, place_of(device), flag_on_gpu=not host_flag)
 
 
 def to_numpy(tensors):
