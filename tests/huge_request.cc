@@ -46,13 +46,16 @@ size_t chunks(size_t bytes) { return (bytes + kChunk - 1) / kChunk * kChunk; }
 
 int main(int argc, char** argv) {
   if (argc != 2) return 2;
-  const char* branch = argv[1];
+  const bool prompt = std::strcmp(argv[1], "prompt") == 0;
+  const bool vision = std::strcmp(argv[1], "vision") == 0;
+  const bool decode = std::strcmp(argv[1], "decode") == 0;
+  if (!prompt && !vision && !decode) return 2;
   const int32_t n = (int32_t{1} << 30) + 3;
   const int32_t decoder = 7;  // seq_lens_decoder: a vision request's S; > 0 for a decode
 
   int32_t this_time[1] = {n};
-  int32_t encoder[1] = {std::strcmp(branch, "decode") == 0 ? 0 : 5};
-  int32_t decoder_len[1] = {std::strcmp(branch, "prompt") == 0 ? 0 : decoder};
+  int32_t encoder[1] = {decode ? 0 : 5};
+  int32_t decoder_len[1] = {prompt ? 0 : decoder};
   int32_t cu[2] = {0, n};
   int32_t cursor[1] = {100};
   bool block[1] = {false};
@@ -69,7 +72,7 @@ int main(int argc, char** argv) {
   t.is_block_step = block;
   t.mask_rollback = rollback;
   t.out = aliased<int32_t>(chunks(sizeof(int32_t) * 2 * size_t(n)));
-  if (std::strcmp(branch, "prompt") == 0) {
+  if (prompt) {
     int32_t* full = aliased<int32_t>(chunks(sizeof(int32_t) * size_t(n)));
     full[n - 1] = 41;  // every other offset reads 0 (the zeroed memory file) or 41
     t.mask_full = full;
@@ -78,13 +81,13 @@ int main(int argc, char** argv) {
     t.mask_full = small_row;
     t.mask_full_cols = 1;
   }
-  if (std::strcmp(branch, "decode") == 0) {
+  if (decode) {
     int32_t* states = aliased<int32_t>(chunks(sizeof(int32_t) * size_t(n)));
     t.decode_states = states;
     t.decode_states_cols = n;
   } else {
     static int32_t state[1];
-    state[0] = std::strcmp(branch, "vision") == 0 ? 2 : 0;
+    state[0] = vision ? 2 : 0;
     t.decode_states = state;
     t.decode_states_cols = 1;
   }

@@ -476,8 +476,8 @@ def main() -> int:
             print(f"{m.device:4} {m.path:32} {m.name}{'' if ok else '   STALE'}")
         return 2 if stale else 0
     tests = args.tests or {"cpu": CPU_TESTS, "gpu": GPU_TESTS, "gpu2": GPU2_TESTS}[args.device]
-    if args.device == "gpu2" and _gpus() < 2:
-        print(f"mutate: --device gpu2 needs two GPUs; this machine has {_gpus()}")
+    if args.device == "gpu2" and (gpus := _gpus()) < 2:
+        print(f"mutate: --device gpu2 needs two GPUs; this machine has {gpus}")
         return 2
     missing = [t for t in tests if not (REPO / t).exists()]
     if missing:
