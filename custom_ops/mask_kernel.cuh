@@ -220,8 +220,10 @@ __device__ void group_writes_mask(const MaskTensors& t, const MaskPlan& p, int64
   if (g.sub < p.n)
     o[end_entry(g.sub)] =
         p.branch == kPrompt ? prompt_end(offset) : mask_token_end(t, p, i, g.sub);
-  for (int32_t left = p.n - g.sub - g.lanes; left > 0; left -= g.lanes)  // as group_checks_mask's
-    o[end_entry(p.n - left)] = mask_token_end(t, p, i, p.n - left);
+  for (int32_t left = p.n - g.sub - g.lanes; left > 0; left -= g.lanes) {  // as group_checks_mask's
+    const int32_t j = p.n - left;
+    o[end_entry(j)] = mask_token_end(t, p, i, j);
+  }
   if (writes_decode_states(p)) {
     for (int64_t j = g.sub; j < t.decode_states_cols; j += g.lanes) write_decode_state(t, p, i, j);
   }
