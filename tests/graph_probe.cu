@@ -497,6 +497,17 @@ int main(int argc, char** argv) {
     v.shape.mask_cluster.threads = 1024;
     variants.push_back(v);
   }
+  // Fewer, fatter blocks in a small mask cluster (64 requests: 4 blocks of 512
+  // or 2 of 1024 instead of 8 of 256), and their launches agreeing only.
+  for (int threads : {512, 1024}) {
+    Variant v{"mask-min" + std::to_string(threads), false, false, {}};
+    v.shape.mask_cluster.threads = threads;
+    v.shape.mask_cluster.min_threads = threads;
+    variants.push_back(v);
+    v.name = "agreement-mask-min" + std::to_string(threads);
+    v.agreement = true;
+    variants.push_back(v);
+  }
   shaped("pre-clt512", [](mtp::LaunchShape& s) { s.preprocess_cluster.threads = 512; });
   for (int64_t block_max : {32, 64, 128}) {
     Variant v{"pre-block" + std::to_string(block_max), false, false, {}};
