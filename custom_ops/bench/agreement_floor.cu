@@ -38,7 +38,60 @@ cudaError_t launch_agreement(const Launch& l, unsigned* sink, const GridScratch&
   });
 }
 
+// The other side of the floor: the ops' own kernels with the agreement
+// across blocks taken out. Each block agrees only within itself and writes
+// its requests on its own verdict; the launch has the op's blocks and
+// threads, as a plain grid (no cluster, no grid barrier). Unsafe: a failing
+// request stops only its own block, and the mask op's zeroing by other blocks
+// may land after a block's writes (only the agreement orders them). So it is
+// only a floor, timed on the probe's valid states: what a step would cost if
+// agreeing were free. The probe's "free" variant.
+struct BlockOnly {
+  GridScratch scratch;
+  __device__ void start() const {}
+  __device__ int64_t first() const { return blockIdx.x * (int64_t)blockDim.x + threadIdx.x; }
+  __device__ int64_t stride() const { return (int64_t)gridDim.x * blockDim.x; }
+  __device__ bool leader() const { return blockIdx.x == 0 && threadIdx.x == 0; }
+  __device__ Verdict agree(Verdict v) const { return block_agree(v); }
+  __device__ Verdict agree_blocks(Verdict block) const { return block; }
+  __device__ bool reporter() const { return WholeGrid{scratch}.reporter(); }
+};
+
+// `l` with BlockOnly in place of a cluster's or a grid's scope (one block
+// stays as it is: it has no agreement across blocks to take out).
+template <typename F>
+cudaError_t with_free_scope(Launch l, const GridScratch& scratch, F f) {
+  if (l.blocks == 0) return f(l, OneBlock{});
+  l.cluster = false;
+  return f(l, BlockOnly{scratch});
+}
+
 }  // namespace
+
+cudaError_t launch_preprocess_free(const PreprocessTensors& t, const PreprocessAttrs& a,
+                                   int64_t bsz, bool* not_need_stop, Reporting out,
+                                   GridScratch scratch, cudaStream_t stream,
+                                   const LaunchShape& shape) {
+  return with_free_scope(plan_preprocess_launch(bsz, scratch, shape), scratch,
+                         [&](const Launch& l, auto scope) {
+                           return launch<preprocess_kernel<decltype(scope)>>(
+                               l, stream, t, a, bsz, not_need_stop, out, scope);
+                         });
+}
+
+cudaError_t launch_mask_free(const MaskTensors& t, int64_t bsz, Reporting out,
+                             GridScratch scratch, cudaStream_t stream, const LaunchShape& shape) {
+  return with_mask_lanes(bsz, shape, [&](auto lanes) {
+    constexpr int kLanes = decltype(lanes)::value;
+    return with_prompt_sharing(t, shape, [&](auto share) {
+      constexpr bool kShare = decltype(share)::value;
+      const Launch plan = plan_mask_launch<kLanes, kShare>(t.num_tokens, bsz, scratch, shape);
+      return with_free_scope(plan, scratch, [&](const Launch& l, auto scope) {
+        return launch<mask_kernel<kLanes, kShare, decltype(scope)>>(l, stream, t, bsz, out, scope);
+      });
+    });
+  });
+}
 
 cudaError_t launch_preprocess_agreement(int64_t bsz, unsigned* sink, GridScratch scratch,
                                         cudaStream_t stream, const LaunchShape& shape) {
