@@ -46,15 +46,16 @@ cudaError_t launch_agreement(const Launch& l, unsigned* sink, const GridScratch&
 // may land after a block's writes (only the agreement orders them). So it is
 // only a floor, timed on the probe's valid states: what a step would cost if
 // agreeing were free. The probe's "free" variant.
-struct BlockOnly {
-  GridScratch scratch;
-  __device__ void start() const {}
-  __device__ int64_t first() const { return blockIdx.x * (int64_t)blockDim.x + threadIdx.x; }
-  __device__ int64_t stride() const { return (int64_t)gridDim.x * blockDim.x; }
-  __device__ bool leader() const { return blockIdx.x == 0 && threadIdx.x == 0; }
+//
+// BlockOnly is the grid's scope (its share of the batch, leader and
+// report) but for the agreement. The kernels' `is_same` tests do not take it
+// for a WholeGrid, so the mask kernel runs its cluster paths in it at every
+// size (a grid's differ in how a warp's groups spread their requests at 16
+// lanes or fewer, and in where a block's verdict is agreed): the figures in
+// docs/performance.md were measured so.
+struct BlockOnly : WholeGrid {
   __device__ Verdict agree(Verdict v) const { return block_agree(v); }
   __device__ Verdict agree_blocks(Verdict block) const { return block; }
-  __device__ bool reporter() const { return WholeGrid{scratch}.reporter(); }
 };
 
 // `l` with BlockOnly in place of a cluster's or a grid's scope (one block
@@ -63,7 +64,7 @@ template <typename F>
 cudaError_t with_free_scope(Launch l, const GridScratch& scratch, F f) {
   if (l.blocks == 0) return f(l, OneBlock{});
   l.cluster = false;
-  return f(l, BlockOnly{scratch});
+  return f(l, BlockOnly{{scratch}});
 }
 
 }  // namespace
