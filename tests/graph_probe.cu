@@ -9,8 +9,10 @@
 // custom_ops/bench/agreement_floor.cu: what the launch shapes cost before any
 // request is read), the ops' kernels with the agreement across blocks taken
 // out ("free", unsafe: what a step would cost if agreeing were free), and,
-// built with -DPROBE_BASELINE, another revision's kernels (the "baseline"). Before timing, it checks that every variant and the baseline
-// leave every tensor byte-identical after the same steps, eager and replayed.
+// built with -DPROBE_BASELINE, another revision's kernels (the "baseline").
+// Before timing, it checks that every variant (but those floors) and the
+// baseline leave every tensor byte-identical after the same steps, eager and
+// replayed.
 //
 //   bash tests/graph_probe.sh [REV]             (here: states, baseline REV, build)
 //   build/probe/probe build/probe/states [BSZ ...] [--quick] [--only NAME[,NAME...]]
