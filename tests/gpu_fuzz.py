@@ -19,49 +19,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from fastdeploy_mtp import ops, reference, states  # noqa: E402
-from helpers import to_numpy, to_tensors  # noqa: E402
+from helpers import corrupt, outcome_mismatch, to_tensors  # noqa: E402
 
 PRE_FIELDS = ["seq_lens_encoder", "seq_lens_decoder", "accept_num", "base_model_step_idx",
               "base_model_seq_lens_decoder", "step_idx", "mask_rollback"]
 MASK_FIELDS = ["seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "cu_seqlens_q",
                "attn_mask_offsets_full", "attn_mask_offsets_decoder", "mask_rollback"]
-# Clipped to each field's dtype: int32 fields get the int32 limits.
-EXTREMES = [-(2**63), -(2**31), -5, -1, 10**6, 2**31 - 1, 2**63 - 1]
-
-
-def corrupt(rng, s, fields):
-    name = fields[rng.integers(len(fields))]
-    rows = min(s[name].shape[0], s["seq_lens_this_time"].shape[0])
-    cols = s[name].shape[1] if s[name].ndim == 2 else 1
-    arr = s[name].reshape(-1)
-    # Any column of a request's row (a 2-D field's deep columns are a long prompt's tokens).
-    i = int(rng.integers(rows)) * cols + int(rng.integers(cols))
-    v = EXTREMES[rng.integers(len(EXTREMES))]
-    info = np.iinfo(arr.dtype)
-    arr[i] = np.clip(v, info.min, info.max)
 
 
 def same_outcome(run_op, run_ref, s, device):
     """Both refuse with the same request, or both agree on every array."""
-    ref_state = {k: v.copy() for k, v in s.items()}
-    try:
-        ref_out = run_ref(ref_state)
-        ref_err = None
-    except ops.BadInputError as e:
-        ref_err = str(e).split(": ")[1]  # "request N"
-    t = to_tensors(s, device)
-    try:
-        out = run_op(t)
-        err = None
-    except ops.BadInputError as e:
-        err = str(e).split(": ")[1]
-    got = to_numpy(t)
-    if err is not None or ref_err is not None:
-        unchanged = all(got[k].tobytes() == s[k].tobytes() for k in s)
-        return err == ref_err and unchanged
-    if out is not None and not np.array_equal(out.numpy(), ref_out):
-        return False
-    return all(np.array_equal(got[k], ref_state[k]) for k in s)
+    return outcome_mismatch(run_op, run_ref, s, device) is None
 
 
 def hostile_calls(rng, s, device) -> bool:

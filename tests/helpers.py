@@ -96,6 +96,58 @@ def assert_mask_like_reference(state, device="cpu", context=""):
     return want_out
 
 
+# Values a corrupted cell takes, clipped to its field's dtype (an int32 field
+# gets the int32 limits).
+EXTREMES = (-(2**63), -(2**31), -5, -1, 10**6, 2**31 - 1, 2**63 - 1)
+
+
+def corrupt(rng, s, fields, cells=1, values=EXTREMES):
+    """Sets `cells` random cells of a state to random `values`: each in a
+    random one of `fields`, at a request's row (below bsz) and any column of
+    it (a 2-D field's deep columns are a long prompt's tokens)."""
+    bsz = s["seq_lens_this_time"].shape[0]
+    for _ in range(cells):
+        name = fields[rng.integers(len(fields))]
+        rows = min(s[name].shape[0], bsz)
+        cols = s[name].shape[1] if s[name].ndim == 2 else 1
+        arr = s[name].reshape(-1)
+        i = int(rng.integers(rows)) * cols + int(rng.integers(cols))
+        info = np.iinfo(arr.dtype)
+        arr[i] = np.clip(values[rng.integers(len(values))], info.min, info.max)
+
+
+def outcome_mismatch(run_op, run_ref, state, device="cpu", field=False):
+    """None where the op on `device` and the numpy reference, each given
+    `state`, both refuse it naming the same request (with `field`, and the
+    same field: the reference words the rest its own way) and the op leaves
+    every tensor unchanged, or both accept it and leave the same arrays (and
+    output); else what differed."""
+    ref_state = {k: v.copy() for k, v in state.items()}
+
+    def said(e):  # "op: request N: field: ..."
+        return ": ".join(str(e).split(": ")[1:3 if field else 2])
+
+    try:
+        ref_out, ref_err = run_ref(ref_state), None
+    except ops.BadInputError as e:
+        ref_out, ref_err = None, said(e)
+    t = to_tensors(state, device)
+    try:
+        out, err = run_op(t), None
+    except ops.BadInputError as e:
+        out, err = None, said(e)
+    got = to_numpy(t)
+    if err is not None or ref_err is not None:
+        if err != ref_err:
+            return f"the op said {err!r}, the reference {ref_err!r}"
+        changed = [k for k in state if got[k].tobytes() != state[k].tobytes()]
+        return f"refused, but changed {changed}" if changed else None
+    if out is not None and not np.array_equal(out.numpy(), ref_out):
+        return "attn_mask_offsets differ"
+    differ = [k for k in state if not np.array_equal(got[k], ref_state[k])]
+    return f"{differ} differ" if differ else None
+
+
 def preprocess_attrs(k, truncate=False, splitwise=False, v1=False):
     return dict(num_model_step=k, truncate_first_token=truncate, splitwise_prefill=splitwise,
                 kvcache_scheduler_v1=v1)

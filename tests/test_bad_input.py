@@ -9,10 +9,13 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fastdeploy_mtp import ops, reference, states
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
-from helpers import DEVICES, assert_unchanged, preprocess_attrs, to_tensors
+from helpers import (DEVICES, EXTREMES, assert_unchanged, corrupt, outcome_mismatch,
+                     preprocess_attrs, to_tensors)
 
 BAD, LATER_BAD, BSZ = 5, 9, 12
 
@@ -392,3 +395,55 @@ def test_mask_refusal_at_every_position(device, case, bsz, where):
     breaker(s, where)
     assert_refused(lambda t: ops.update_attn_mask_offsets(**t), to_tensors(s, device), s,
                    "update_attn_mask_offsets", where, field)
+
+
+# Random corruption, the whole state at once: up to three cells of any of an
+# op's integer inputs, each set to a limit of its dtype, a value around zero,
+# or a count a request's rules compare with. The op and the reference must
+# come to the same end: both refuse naming the same request and field, the
+# op changing nothing, or both accept and leave the same arrays. The cases above each
+# provoke one check on purpose; these find what no one thought to provoke
+# (several bad values in one request or several requests, a bad value in a
+# field no case names).
+CORRUPT_VALUES = EXTREMES + (0, 1, 2, 3, 7, 64, 2**31 - 2)
+CORRUPT_SETTINGS = settings(max_examples=150, deadline=None,
+                            suppress_health_check=[HealthCheck.too_slow])
+
+
+def _integer_inputs(sig):
+    return [a.name for a in sig.inputs if a.dtype in (np.int32, np.int64)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@CORRUPT_SETTINGS
+@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 64), k=st.integers(1, 6),
+       truncate=st.booleans(), splitwise=st.booleans(), v1=st.booleans(),
+       extra_rows=st.integers(0, 2), cells=st.integers(1, 3))
+def test_corrupted_preprocess_state_ends_as_in_the_reference(device, seed, bsz, k, truncate,
+                                                             splitwise, v1, extra_rows, cells):
+    rng = np.random.default_rng(seed)
+    s = states.preprocess_state(rng, bsz, num_model_step=k, splitwise_prefill=splitwise,
+                                truncate_first_token=truncate, extra_rows=extra_rows)
+    corrupt(rng, s, _integer_inputs(DRAFT_MODEL_PREPROCESS), cells, CORRUPT_VALUES)
+    attrs = preprocess_attrs(k, truncate, splitwise, v1)
+    mismatch = outcome_mismatch(lambda t: ops.draft_model_preprocess(**t, **attrs),
+                                lambda r: reference.draft_model_preprocess(**r, **attrs),
+                                s, device, field=True)
+    assert mismatch is None, f"seed={seed} bsz={bsz} attrs={attrs}: {mismatch}"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@CORRUPT_SETTINGS
+@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 64), extra_rows=st.integers(0, 2),
+       padding=st.integers(0, 3), cols=st.sampled_from([None, 80, 130]),
+       cells=st.integers(1, 3))
+def test_corrupted_mask_state_ends_as_in_the_reference(device, seed, bsz, extra_rows, padding,
+                                                       cols, cells):
+    rng = np.random.default_rng(seed)
+    s = states.mask_state(rng, bsz, extra_rows=extra_rows, padding_tokens=padding,
+                          mask_cols=cols)
+    corrupt(rng, s, _integer_inputs(UPDATE_ATTN_MASK_OFFSETS), cells, CORRUPT_VALUES)
+    mismatch = outcome_mismatch(lambda t: ops.update_attn_mask_offsets(**t),
+                                lambda r: reference.update_attn_mask_offsets(**r),
+                                s, device, field=True)
+    assert mismatch is None, f"seed={seed} bsz={bsz} cols={cols}: {mismatch}"
