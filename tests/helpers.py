@@ -101,10 +101,12 @@ def assert_mask_like_reference(state, device="cpu", context=""):
 EXTREMES = (-(2**63), -(2**31), -5, -1, 10**6, 2**31 - 1, 2**63 - 1)
 
 
-def corrupt(rng, s, fields, cells=1, values=EXTREMES):
+def corrupt(rng, s, fields, cells=1, values=EXTREMES, nudge=False):
     """Sets `cells` random cells of a state to random `values`: each in a
     random one of `fields`, at a request's row (below bsz) and any column of
-    it (a 2-D field's deep columns are a long prompt's tokens)."""
+    it (a 2-D field's deep columns are a long prompt's tokens). With `nudge`,
+    half of them move by 1 or 2 from their value instead (onto a bound the
+    state was drawn next to)."""
     bsz = s["seq_lens_this_time"].shape[0]
     for _ in range(cells):
         name = fields[rng.integers(len(fields))]
@@ -113,7 +115,20 @@ def corrupt(rng, s, fields, cells=1, values=EXTREMES):
         arr = s[name].reshape(-1)
         i = int(rng.integers(rows)) * cols + int(rng.integers(cols))
         info = np.iinfo(arr.dtype)
-        arr[i] = np.clip(values[rng.integers(len(values))], info.min, info.max)
+        if nudge and rng.integers(2):
+            v = int(arr[i]) + int(rng.choice([-2, -1, 1, 2]))
+        else:
+            v = values[rng.integers(len(values))]
+        arr[i] = np.clip(v, info.min, info.max)
+
+
+def bounds_of(s):
+    """The sizes a state's checks compare with, and one either side: each 2-D
+    field's columns, and the batch's tokens (ids_remove_padding's length)."""
+    sizes = {a.shape[1] for a in s.values() if a.ndim == 2}
+    if "ids_remove_padding" in s:
+        sizes.add(s["ids_remove_padding"].shape[0])
+    return tuple(n + d for n in sorted(sizes) for d in (-1, 0, 1))
 
 
 def outcome_mismatch(run_op, run_ref, state, device="cpu", field=False):

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from fastdeploy_mtp import ops, reference, states
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
-from helpers import (DEVICES, EXTREMES, assert_unchanged, corrupt, outcome_mismatch,
+from helpers import (DEVICES, EXTREMES, assert_unchanged, bounds_of, corrupt, outcome_mismatch,
                      preprocess_attrs, to_tensors)
 
 BAD, LATER_BAD, BSZ = 5, 9, 12
@@ -399,12 +399,12 @@ def test_mask_refusal_at_every_position(device, case, bsz, where):
 
 # Random corruption, the whole state at once: up to three cells of any of an
 # op's integer inputs, each set to a limit of its dtype, a value around zero,
-# or a count a request's rules compare with. The op and the reference must
-# come to the same end: both refuse naming the same request and field, the
-# op changing nothing, or both accept and leave the same arrays. The cases above each
-# provoke one check on purpose; these find what no one thought to provoke
-# (several bad values in one request or several requests, a bad value in a
-# field no case names).
+# a size a request's rules compare with (bounds_of), or moved by 1 or 2. The
+# op and the reference must come to the same end: both refuse naming the
+# same request and field, the op changing nothing, or both accept and leave
+# the same arrays. The cases above each provoke one check on purpose; these
+# find what no one thought to provoke (several bad values in one request or
+# several requests, a bad value in a field no case names).
 CORRUPT_VALUES = EXTREMES + (0, 1, 2, 3, 7, 64, 2**31 - 2)
 CORRUPT_SETTINGS = settings(max_examples=150, deadline=None,
                             suppress_health_check=[HealthCheck.too_slow])
@@ -424,7 +424,8 @@ def test_corrupted_preprocess_state_ends_as_in_the_reference(device, seed, bsz, 
     rng = np.random.default_rng(seed)
     s = states.preprocess_state(rng, bsz, num_model_step=k, splitwise_prefill=splitwise,
                                 truncate_first_token=truncate, extra_rows=extra_rows)
-    corrupt(rng, s, _integer_inputs(DRAFT_MODEL_PREPROCESS), cells, CORRUPT_VALUES)
+    corrupt(rng, s, _integer_inputs(DRAFT_MODEL_PREPROCESS), cells,
+            CORRUPT_VALUES + bounds_of(s), nudge=True)
     attrs = preprocess_attrs(k, truncate, splitwise, v1)
     mismatch = outcome_mismatch(lambda t: ops.draft_model_preprocess(**t, **attrs),
                                 lambda r: reference.draft_model_preprocess(**r, **attrs),
@@ -442,7 +443,8 @@ def test_corrupted_mask_state_ends_as_in_the_reference(device, seed, bsz, extra_
     rng = np.random.default_rng(seed)
     s = states.mask_state(rng, bsz, extra_rows=extra_rows, padding_tokens=padding,
                           mask_cols=cols)
-    corrupt(rng, s, _integer_inputs(UPDATE_ATTN_MASK_OFFSETS), cells, CORRUPT_VALUES)
+    corrupt(rng, s, _integer_inputs(UPDATE_ATTN_MASK_OFFSETS), cells,
+            CORRUPT_VALUES + bounds_of(s), nudge=True)
     mismatch = outcome_mismatch(lambda t: ops.update_attn_mask_offsets(**t),
                                 lambda r: reference.update_attn_mask_offsets(**r),
                                 s, device, field=True)
