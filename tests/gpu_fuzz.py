@@ -27,11 +27,6 @@ MASK_FIELDS = ["seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "cu
                "attn_mask_offsets_full", "attn_mask_offsets_decoder", "mask_rollback"]
 
 
-def same_outcome(run_op, run_ref, s, device):
-    """Both refuse with the same request, or both agree on every array."""
-    return outcome_mismatch(run_op, run_ref, s, device) is None
-
-
 def hostile_calls(rng, s, device) -> bool:
     """The classes the value checks cannot see: a None, two written arguments
     sharing memory, a written tensor requiring grad. Each must be refused with
@@ -88,14 +83,17 @@ def main():
                                     truncate_first_token=attrs["truncate_first_token"], extra_rows=1)
         if bad:
             corrupt(rng, s, PRE_FIELDS)
-        ok = same_outcome(lambda t: ops.draft_model_preprocess(**t, **attrs),
-                          lambda r: reference.draft_model_preprocess(**r, **attrs), s, args.device)
+        # Both refuse with the same request, or both agree on every array.
+        ok = outcome_mismatch(lambda t: ops.draft_model_preprocess(**t, **attrs),
+                              lambda r: reference.draft_model_preprocess(**r, **attrs),
+                              s, args.device) is None
         m = states.mask_state(rng, bsz, extra_rows=1, padding_tokens=int(rng.integers(0, 3)),
                               mask_cols=args.mask_cols)
         if bad:
             corrupt(rng, m, MASK_FIELDS)
-        ok &= same_outcome(lambda t: ops.update_attn_mask_offsets(**t),
-                           lambda r: reference.update_attn_mask_offsets(**r), m, args.device)
+        ok &= outcome_mismatch(lambda t: ops.update_attn_mask_offsets(**t),
+                               lambda r: reference.update_attn_mask_offsets(**r),
+                               m, args.device) is None
         if it % 10 == 9:
             ok &= hostile_calls(rng, s, args.device)
             counts["hostile"] += 3
