@@ -140,7 +140,9 @@ def draft_model_preprocess(
             dec[i] = 0
             enc[i] = 0
         any_running |= plan["running"]
-        rollback[i] += S_old - int(dec[i])
+        # In Python integers: check_rollback has seen the sum fit int32, but
+        # the change alone may not (an old seq_lens_decoder near INT32_MIN).
+        rollback[i] = int(rollback[i]) + S_old - int(dec[i])
     not_need_stop.reshape(-1)[0] = any_running
 
 

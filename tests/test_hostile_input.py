@@ -130,6 +130,24 @@ def test_mask_rollback_of_a_stopped_request_must_stay_int32(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_mask_rollback_may_absorb_a_change_that_alone_leaves_int32(device):
+    # Only the new mask_rollback must fit: an old seq_lens_decoder near
+    # INT32_MIN, re-synced to 59, changes by less than INT32_MIN, and the
+    # rollback of 100 brings the sum back (the reference once raised here).
+    s = decode_batch(3)
+    s["stop_flags"][1] = True  # re-syncs: base_model_seq_lens_decoder - accept_num
+    s["base_model_seq_lens_decoder"][1] = 60
+    s["seq_lens_decoder"][1] = I32_MIN + 10
+    s["mask_rollback"][1] = 100
+    t = to_tensors(s, device)
+    preprocess(t)
+    got = to_numpy(t)
+    assert got["seq_lens_decoder"][1] == 59
+    assert got["mask_rollback"][1] == 100 + (I32_MIN + 10) - 59
+    same_outcome_as_reference(s, preprocess_attrs(1, v1=True), device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_first_token_at_int32_max_is_refused(device):
     s = decode_batch(2)
     s["seq_lens_encoder"][1] = I32_MAX  # prefill: the first token goes to column E
