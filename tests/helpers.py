@@ -101,19 +101,22 @@ def assert_mask_like_reference(state, device="cpu", context=""):
 EXTREMES = (-(2**63), -(2**31), -5, -1, 10**6, 2**31 - 1, 2**63 - 1)
 
 
+def random_cell(rng, s, fields):
+    """A random cell of a state: (field, its flat view, index), in a random
+    one of `fields`, at a request's row (below bsz) and any column of it (a
+    2-D field's deep columns are a long prompt's tokens)."""
+    name = fields[rng.integers(len(fields))]
+    rows = min(s[name].shape[0], s["seq_lens_this_time"].shape[0])
+    cols = s[name].shape[1] if s[name].ndim == 2 else 1
+    return name, s[name].reshape(-1), int(rng.integers(rows)) * cols + int(rng.integers(cols))
+
+
 def corrupt(rng, s, fields, cells=1, values=EXTREMES, nudge=False):
-    """Sets `cells` random cells of a state to random `values`: each in a
-    random one of `fields`, at a request's row (below bsz) and any column of
-    it (a 2-D field's deep columns are a long prompt's tokens). With `nudge`,
-    half of them move by 1 or 2 from their value instead (onto a bound the
-    state was drawn next to)."""
-    bsz = s["seq_lens_this_time"].shape[0]
+    """Sets `cells` random cells of a state (random_cell) to random `values`.
+    With `nudge`, half of them move by 1 or 2 from their value instead (onto a
+    bound the state was drawn next to)."""
     for _ in range(cells):
-        name = fields[rng.integers(len(fields))]
-        rows = min(s[name].shape[0], bsz)
-        cols = s[name].shape[1] if s[name].ndim == 2 else 1
-        arr = s[name].reshape(-1)
-        i = int(rng.integers(rows)) * cols + int(rng.integers(cols))
+        _, arr, i = random_cell(rng, s, fields)
         info = np.iinfo(arr.dtype)
         if nudge and rng.integers(2):
             v = int(arr[i]) + int(rng.choice([-2, -1, 1, 2]))
@@ -129,6 +132,52 @@ def bounds_of(s):
     if "ids_remove_padding" in s:
         sizes.add(s["ids_remove_padding"].shape[0])
     return tuple(n + d for n in sorted(sizes) for d in (-1, 0, 1))
+
+
+def verdict(run_ref, state):
+    """None where the reference accepts `state`, else the request and field
+    it names ("request N: field"); `state` is left as it was."""
+    try:
+        run_ref({k: v.copy() for k, v in state.items()})
+    except ops.BadInputError as e:
+        return ": ".join(str(e).split(": ")[1:3])
+    return None
+
+
+def seek_bound(rng, s, fields, run_ref, tries=16):
+    """Moves one random cell of `s` (random_cell) onto a bound: a value v
+    such that v and a neighbour (v - 1 or v + 1, returned) get different
+    verdicts from the reference. It bisects between the cell's value and a
+    limit of its dtype that changes the verdict, so it finds an exact bound
+    without knowing the rule behind it (a column count, the batch's tokens,
+    zero, INT32_MAX less another value) and whichever check comes first
+    there. Returns (field, index, neighbour), or None where no cell of
+    `tries` changed the verdict at either limit (`s` as it was)."""
+    base = verdict(run_ref, s)
+    for _ in range(tries):
+        name, arr, i = random_cell(rng, s, fields)
+        info = np.iinfo(arr.dtype)
+        start = int(arr[i])
+
+        def differs(v):
+            arr[i] = v
+            return verdict(run_ref, s) != base
+
+        far = next((f for f in rng.permutation([info.min, info.max]) if differs(int(f))), None)
+        if far is None:
+            arr[i] = start
+            continue
+        same, other = start, int(far)  # the verdict: base at `same`, not at `other`
+        while abs(other - same) > 1:
+            mid = (same + other) // 2
+            if differs(mid):
+                other = mid
+            else:
+                same = mid
+        here, there = (same, other) if rng.integers(2) else (other, same)
+        arr[i] = here
+        return name, i, there
+    return None
 
 
 def outcome_mismatch(run_op, run_ref, state, device="cpu", field=False):

@@ -9,13 +9,13 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from fastdeploy_mtp import ops, reference, states
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
 from helpers import (DEVICES, EXTREMES, assert_unchanged, bounds_of, corrupt, outcome_mismatch,
-                     preprocess_attrs, to_tensors)
+                     preprocess_attrs, seek_bound, to_tensors)
 
 BAD, LATER_BAD, BSZ = 5, 9, 12
 
@@ -448,4 +448,63 @@ def test_corrupted_mask_state_ends_as_in_the_reference(device, seed, bsz, extra_
     mismatch = outcome_mismatch(lambda t: ops.update_attn_mask_offsets(**t),
                                 lambda r: reference.update_attn_mask_offsets(**r),
                                 s, device, field=True)
+    assert mismatch is None, f"seed={seed} bsz={bsz} cols={cols}: {mismatch}"
+
+
+# Every bound, exactly: one cell moved onto a value where the reference's
+# verdict changes (seek_bound bisects to it, knowing no rule), then the op
+# must end as the reference does on both sides of it. Random values rarely
+# land on a bound (accept_num at its columns + 1, a request's last token one
+# past the batch's); here every example does, for whatever rule the cell
+# takes part in, a check's order among the request's checks included.
+BOUND_SETTINGS = settings(max_examples=120, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+
+
+def _both_sides(s, found, run_op, run_ref, device):
+    """outcome_mismatch on each side of a bound seek_bound found, or None."""
+    name, i, there = found
+    for side in ("here", "there"):
+        mismatch = outcome_mismatch(run_op, run_ref, s, device, field=True)
+        if mismatch is not None:
+            return f"{name}[{i}] = {s[name].reshape(-1)[i]} ({side}): {mismatch}"
+        s[name].reshape(-1)[i] = there
+    return None
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@BOUND_SETTINGS
+@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 16), k=st.integers(1, 6),
+       truncate=st.booleans(), splitwise=st.booleans(), v1=st.booleans(),
+       cells=st.integers(0, 1))
+def test_preprocess_at_a_bound_ends_as_in_the_reference(device, seed, bsz, k, truncate,
+                                                        splitwise, v1, cells):
+    rng = np.random.default_rng(seed)
+    s = states.preprocess_state(rng, bsz, num_model_step=k, splitwise_prefill=splitwise,
+                                truncate_first_token=truncate)
+    fields = _integer_inputs(DRAFT_MODEL_PREPROCESS)
+    corrupt(rng, s, fields, cells, CORRUPT_VALUES + bounds_of(s), nudge=True)
+    attrs = preprocess_attrs(k, truncate, splitwise, v1)
+    run_ref = lambda r: reference.draft_model_preprocess(**r, **attrs)  # noqa: E731
+    found = seek_bound(rng, s, fields, run_ref)
+    assume(found is not None)
+    mismatch = _both_sides(s, found, lambda t: ops.draft_model_preprocess(**t, **attrs), run_ref,
+                           device)
+    assert mismatch is None, f"seed={seed} bsz={bsz} attrs={attrs}: {mismatch}"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@BOUND_SETTINGS
+@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 16), padding=st.integers(0, 3),
+       cols=st.sampled_from([None, 80, 130]), cells=st.integers(0, 1))
+def test_mask_at_a_bound_ends_as_in_the_reference(device, seed, bsz, padding, cols, cells):
+    rng = np.random.default_rng(seed)
+    s = states.mask_state(rng, bsz, padding_tokens=padding, mask_cols=cols)
+    fields = _integer_inputs(UPDATE_ATTN_MASK_OFFSETS)
+    corrupt(rng, s, fields, cells, CORRUPT_VALUES + bounds_of(s), nudge=True)
+    run_ref = reference.update_attn_mask_offsets
+    found = seek_bound(rng, s, fields, lambda r: run_ref(**r))
+    assume(found is not None)
+    mismatch = _both_sides(s, found, lambda t: ops.update_attn_mask_offsets(**t),
+                           lambda r: run_ref(**r), device)
     assert mismatch is None, f"seed={seed} bsz={bsz} cols={cols}: {mismatch}"
