@@ -7,6 +7,10 @@ M tokens (past 64, a prompt is shared out among its block's threads).
 Corrupted states get one random field of one request set to an extreme value;
 the op must then either refuse (leaving every tensor unchanged) or agree with
 the reference, and never touch memory outside a tensor (the sanitizer's part).
+Every fourth iteration also moves one cell of a fresh state onto a bound
+(helpers.seek_bound: the value where the reference's verdict changes) and
+calls both ops on both sides of it: where a check is one off, the op writes
+one past a tensor, and the sanitizer sees it.
 """
 
 import argparse
@@ -19,7 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from fastdeploy_mtp import ops, reference, states  # noqa: E402
-from helpers import corrupt, outcome_mismatch, to_tensors  # noqa: E402
+from helpers import (corrupt, mismatch_at_bound, outcome_mismatch, seek_bound,  # noqa: E402
+                     to_tensors)
 
 PRE_FIELDS = ["seq_lens_encoder", "seq_lens_decoder", "accept_num", "base_model_step_idx",
               "base_model_seq_lens_decoder", "step_idx", "mask_rollback"]
@@ -64,6 +69,31 @@ def hostile_calls(rng, s, device) -> bool:
     return ok
 
 
+def bound_calls(rng, bsz, attrs, device, mask_cols) -> tuple:
+    """Both ops on both sides of a bound in a fresh state of each (its own
+    random stream: the other iterations' states stay as they were). Returns
+    (whether every outcome matched the reference, op calls made)."""
+    k = attrs["num_model_step"]
+    s = states.preprocess_state(rng, bsz, num_model_step=k, extra_rows=1,
+                                splitwise_prefill=attrs["splitwise_prefill"],
+                                truncate_first_token=attrs["truncate_first_token"])
+    m = states.mask_state(rng, bsz, extra_rows=1, mask_cols=mask_cols)
+    cases = [(s, PRE_FIELDS, lambda t: ops.draft_model_preprocess(**t, **attrs),
+              lambda r: reference.draft_model_preprocess(**r, **attrs)),
+             (m, MASK_FIELDS, lambda t: ops.update_attn_mask_offsets(**t),
+              lambda r: reference.update_attn_mask_offsets(**r))]
+    ok, calls = True, 0
+    for state, fields, run_op, run_ref in cases:
+        found = seek_bound(rng, state, fields, run_ref)
+        if found is not None:
+            mismatch = mismatch_at_bound(state, found, run_op, run_ref, device)
+            if mismatch is not None:
+                print(f"at a bound: {mismatch}", flush=True)
+            ok &= mismatch is None
+            calls += 2
+    return ok, calls
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--iterations", type=int, default=100)
@@ -71,8 +101,8 @@ def main():
     p.add_argument("--mask-cols", type=int, default=None)
     p.add_argument("--device", choices=["gpu", "cpu"], default="gpu")
     args = p.parse_args()
-    rng = np.random.default_rng(2026)
-    counts = {"valid": 0, "corrupted": 0, "hostile": 0, "mismatch": 0}
+    rng, bound_rng = np.random.default_rng(2026), np.random.default_rng(2027)
+    counts = {"valid": 0, "corrupted": 0, "at a bound": 0, "hostile": 0, "mismatch": 0}
     for it in range(args.iterations):
         bsz = int(rng.integers(1, args.max_bsz + 1))
         bad = it % 2 == 1
@@ -94,6 +124,10 @@ def main():
         ok &= outcome_mismatch(lambda t: ops.update_attn_mask_offsets(**t),
                                lambda r: reference.update_attn_mask_offsets(**r),
                                m, args.device) is None
+        if it % 4 == 3:
+            bound_ok, calls = bound_calls(bound_rng, bsz, attrs, args.device, args.mask_cols)
+            ok &= bound_ok
+            counts["at a bound"] += calls
         if it % 10 == 9:
             ok &= hostile_calls(rng, s, args.device)
             counts["hostile"] += 3
@@ -101,7 +135,8 @@ def main():
         counts["mismatch"] += 0 if ok else 1
         if not ok:
             print(f"MISMATCH at iteration {it} (bsz {bsz}, attrs {attrs})", flush=True)
-    print(f"gpu_fuzz: {counts['valid']} valid, {counts['corrupted']} corrupted and "
+    print(f"gpu_fuzz: {counts['valid']} valid, {counts['corrupted']} corrupted, "
+          f"{counts['at a bound']} at a bound and "
           f"{counts['hostile']} hostile (None, overlap, grad) op calls, "
           f"{counts['mismatch']} mismatches", flush=True)
     return 1 if counts["mismatch"] else 0

@@ -212,6 +212,18 @@ def outcome_mismatch(run_op, run_ref, state, device="cpu", field=False):
     return f"{differ} differ" if differ else None
 
 
+def mismatch_at_bound(s, found, run_op, run_ref, device="cpu"):
+    """outcome_mismatch (naming the field) on each side of the bound that
+    seek_bound `found` in `s`, or None; `s` ends on the far side."""
+    name, i, there = found
+    for side in ("here", "there"):
+        mismatch = outcome_mismatch(run_op, run_ref, s, device, field=True)
+        if mismatch is not None:
+            return f"{name}[{i}] = {s[name].reshape(-1)[i]} ({side}): {mismatch}"
+        s[name].reshape(-1)[i] = there
+    return None
+
+
 def preprocess_attrs(k, truncate=False, splitwise=False, v1=False):
     return dict(num_model_step=k, truncate_first_token=truncate, splitwise_prefill=splitwise,
                 kvcache_scheduler_v1=v1)

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from fastdeploy_mtp import ops, reference, states
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
-from helpers import (DEVICES, EXTREMES, assert_unchanged, bounds_of, corrupt, outcome_mismatch,
-                     preprocess_attrs, seek_bound, to_tensors)
+from helpers import (DEVICES, EXTREMES, assert_unchanged, bounds_of, corrupt, mismatch_at_bound,
+                     outcome_mismatch, preprocess_attrs, seek_bound, to_tensors)
 
 BAD, LATER_BAD, BSZ = 5, 9, 12
 
@@ -461,17 +461,6 @@ BOUND_SETTINGS = settings(max_examples=120, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 
 
-def _both_sides(s, found, run_op, run_ref, device):
-    """outcome_mismatch on each side of a bound seek_bound found, or None."""
-    name, i, there = found
-    for side in ("here", "there"):
-        mismatch = outcome_mismatch(run_op, run_ref, s, device, field=True)
-        if mismatch is not None:
-            return f"{name}[{i}] = {s[name].reshape(-1)[i]} ({side}): {mismatch}"
-        s[name].reshape(-1)[i] = there
-    return None
-
-
 @pytest.mark.parametrize("device", DEVICES)
 @BOUND_SETTINGS
 @given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 16), k=st.integers(1, 6),
@@ -488,8 +477,8 @@ def test_preprocess_at_a_bound_ends_as_in_the_reference(device, seed, bsz, k, tr
     run_ref = lambda r: reference.draft_model_preprocess(**r, **attrs)  # noqa: E731
     found = seek_bound(rng, s, fields, run_ref)
     assume(found is not None)
-    mismatch = _both_sides(s, found, lambda t: ops.draft_model_preprocess(**t, **attrs), run_ref,
-                           device)
+    mismatch = mismatch_at_bound(s, found, lambda t: ops.draft_model_preprocess(**t, **attrs),
+                                 run_ref, device)
     assert mismatch is None, f"seed={seed} bsz={bsz} attrs={attrs}: {mismatch}"
 
 
@@ -502,9 +491,9 @@ def test_mask_at_a_bound_ends_as_in_the_reference(device, seed, bsz, padding, co
     s = states.mask_state(rng, bsz, padding_tokens=padding, mask_cols=cols)
     fields = _integer_inputs(UPDATE_ATTN_MASK_OFFSETS)
     corrupt(rng, s, fields, cells, CORRUPT_VALUES + bounds_of(s), nudge=True)
-    run_ref = reference.update_attn_mask_offsets
-    found = seek_bound(rng, s, fields, lambda r: run_ref(**r))
+    run_ref = lambda r: reference.update_attn_mask_offsets(**r)  # noqa: E731
+    found = seek_bound(rng, s, fields, run_ref)
     assume(found is not None)
-    mismatch = _both_sides(s, found, lambda t: ops.update_attn_mask_offsets(**t),
-                           lambda r: run_ref(**r), device)
+    mismatch = mismatch_at_bound(s, found, lambda t: ops.update_attn_mask_offsets(**t), run_ref,
+                                 device)
     assert mismatch is None, f"seed={seed} bsz={bsz} cols={cols}: {mismatch}"
