@@ -103,10 +103,12 @@ EXTREMES = (-(2**63), -(2**31), -5, -1, 10**6, 2**31 - 1, 2**63 - 1)
 
 def random_cell(rng, s, fields):
     """A random cell of a state: (field, its flat view, index), in a random
-    one of `fields`, at a request's row (below bsz) and any column of it (a
-    2-D field's deep columns are a long prompt's tokens)."""
+    one of `fields`, at any column (a 2-D field's deep columns are a long
+    prompt's tokens) of a request's row or of row bsz: cu_seqlens_q's last
+    entry (where the last request's tokens must end), or a row past the
+    batch that the ops must not read."""
     name = fields[rng.integers(len(fields))]
-    rows = min(s[name].shape[0], s["seq_lens_this_time"].shape[0])
+    rows = min(s[name].shape[0], s["seq_lens_this_time"].shape[0] + 1)
     cols = s[name].shape[1] if s[name].ndim == 2 else 1
     return name, s[name].reshape(-1), int(rng.integers(rows)) * cols + int(rng.integers(cols))
 

@@ -465,12 +465,12 @@ BOUND_SETTINGS = settings(max_examples=120, deadline=None,
 @BOUND_SETTINGS
 @given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 16), k=st.integers(1, 6),
        truncate=st.booleans(), splitwise=st.booleans(), v1=st.booleans(),
-       cells=st.integers(0, 1))
+       extra_rows=st.integers(0, 1), cells=st.integers(0, 1))
 def test_preprocess_at_a_bound_ends_as_in_the_reference(device, seed, bsz, k, truncate,
-                                                        splitwise, v1, cells):
+                                                        splitwise, v1, extra_rows, cells):
     rng = np.random.default_rng(seed)
     s = states.preprocess_state(rng, bsz, num_model_step=k, splitwise_prefill=splitwise,
-                                truncate_first_token=truncate)
+                                truncate_first_token=truncate, extra_rows=extra_rows)
     fields = _integer_inputs(DRAFT_MODEL_PREPROCESS)
     corrupt(rng, s, fields, cells, CORRUPT_VALUES + bounds_of(s), nudge=True)
     attrs = preprocess_attrs(k, truncate, splitwise, v1)
@@ -484,11 +484,13 @@ def test_preprocess_at_a_bound_ends_as_in_the_reference(device, seed, bsz, k, tr
 
 @pytest.mark.parametrize("device", DEVICES)
 @BOUND_SETTINGS
-@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 16), padding=st.integers(0, 3),
-       cols=st.sampled_from([None, 80, 130]), cells=st.integers(0, 1))
-def test_mask_at_a_bound_ends_as_in_the_reference(device, seed, bsz, padding, cols, cells):
+@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 16), extra_rows=st.integers(0, 1),
+       padding=st.integers(0, 3), cols=st.sampled_from([None, 80, 130]), cells=st.integers(0, 1))
+def test_mask_at_a_bound_ends_as_in_the_reference(device, seed, bsz, extra_rows, padding, cols,
+                                                  cells):
     rng = np.random.default_rng(seed)
-    s = states.mask_state(rng, bsz, padding_tokens=padding, mask_cols=cols)
+    s = states.mask_state(rng, bsz, extra_rows=extra_rows, padding_tokens=padding,
+                          mask_cols=cols)
     fields = _integer_inputs(UPDATE_ATTN_MASK_OFFSETS)
     corrupt(rng, s, fields, cells, CORRUPT_VALUES + bounds_of(s), nudge=True)
     run_ref = lambda r: reference.update_attn_mask_offsets(**r)  # noqa: E731
