@@ -244,8 +244,8 @@ MUTATIONS = [
     Mutation("a substep past the captured tokens replayed", CAPTURED,
              "        if tokens > self.max_tokens:\n", "        if False:\n", device="gpu"),
     # -- the numpy reference -------------------------------------------------------
-    Mutation("reference rollback sign", REF, "rollback[i] += S_old - int(dec[i])",
-             "rollback[i] += int(dec[i]) - S_old"),
+    Mutation("reference rollback sign", REF, "rollback[i] = int(rollback[i]) + S_old - int(dec[i])",
+             "rollback[i] = int(rollback[i]) + int(dec[i]) - S_old"),
     Mutation("reference decode_states pattern", REF, "decode_states[i, n:] = -1",
              "decode_states[i, n:] = 0"),
     # -- the proposer -----------------------------------------------------------------
