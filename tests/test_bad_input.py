@@ -414,41 +414,67 @@ def _integer_inputs(sig):
     return [a.name for a in sig.inputs if a.dtype in (np.int32, np.int64)]
 
 
-@pytest.mark.parametrize("device", DEVICES)
-@CORRUPT_SETTINGS
-@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 64), k=st.integers(1, 6),
-       truncate=st.booleans(), splitwise=st.booleans(), v1=st.booleans(),
-       extra_rows=st.integers(0, 2), cells=st.integers(1, 3))
-def test_corrupted_preprocess_state_ends_as_in_the_reference(device, seed, bsz, k, truncate,
-                                                             splitwise, v1, extra_rows, cells):
-    rng = np.random.default_rng(seed)
-    s = states.preprocess_state(rng, bsz, num_model_step=k, splitwise_prefill=splitwise,
-                                truncate_first_token=truncate, extra_rows=extra_rows)
-    corrupt(rng, s, _integer_inputs(DRAFT_MODEL_PREPROCESS), cells,
-            CORRUPT_VALUES + bounds_of(s), nudge=True)
-    attrs = preprocess_attrs(k, truncate, splitwise, v1)
-    mismatch = outcome_mismatch(lambda t: ops.draft_model_preprocess(**t, **attrs),
-                                lambda r: reference.draft_model_preprocess(**r, **attrs),
-                                s, device, field=True)
-    assert mismatch is None, f"seed={seed} bsz={bsz} attrs={attrs}: {mismatch}"
+class Corrupted:
+    """A random valid state of one op with `cells` of its integer inputs'
+    cells corrupted (random values, sizes the checks compare with, or a
+    nudge), and how to run the op and the reference on it."""
+
+    def __init__(self, rng, state, sig, run_op, run_ref, cells, context):
+        self.rng, self.state, self.fields = rng, state, _integer_inputs(sig)
+        self.run_op, self.run_ref, self.context = run_op, run_ref, context
+        corrupt(rng, state, self.fields, cells, CORRUPT_VALUES + bounds_of(state), nudge=True)
+
+    @classmethod
+    def preprocess(cls, seed, bsz, k, truncate, splitwise, v1, extra_rows, cells):
+        rng = np.random.default_rng(seed)
+        s = states.preprocess_state(rng, bsz, num_model_step=k, splitwise_prefill=splitwise,
+                                    truncate_first_token=truncate, extra_rows=extra_rows)
+        attrs = preprocess_attrs(k, truncate, splitwise, v1)
+        return cls(rng, s, DRAFT_MODEL_PREPROCESS,
+                   lambda t: ops.draft_model_preprocess(**t, **attrs),
+                   lambda r: reference.draft_model_preprocess(**r, **attrs), cells,
+                   f"seed={seed} bsz={bsz} attrs={attrs}")
+
+    @classmethod
+    def mask(cls, seed, bsz, extra_rows, padding, cols, cells):
+        rng = np.random.default_rng(seed)
+        s = states.mask_state(rng, bsz, extra_rows=extra_rows, padding_tokens=padding,
+                              mask_cols=cols)
+        return cls(rng, s, UPDATE_ATTN_MASK_OFFSETS, lambda t: ops.update_attn_mask_offsets(**t),
+                   lambda r: reference.update_attn_mask_offsets(**r), cells,
+                   f"seed={seed} bsz={bsz} cols={cols}")
+
+    def assert_ends_as_in_the_reference(self, device):
+        mismatch = outcome_mismatch(self.run_op, self.run_ref, self.state, device, field=True)
+        assert mismatch is None, f"{self.context}: {mismatch}"
+
+    def assert_ends_as_in_the_reference_at_a_bound(self, device):
+        found = seek_bound(self.rng, self.state, self.fields, self.run_ref)
+        assume(found is not None)
+        mismatch = mismatch_at_bound(self.state, found, self.run_op, self.run_ref, device)
+        assert mismatch is None, f"{self.context}: {mismatch}"
+
+
+PREPROCESS_DRAWS = dict(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 6),
+                        truncate=st.booleans(), splitwise=st.booleans(), v1=st.booleans())
+MASK_DRAWS = dict(seed=st.integers(0, 2**32 - 1), padding=st.integers(0, 3),
+                  cols=st.sampled_from([None, 80, 130]))
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @CORRUPT_SETTINGS
-@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 64), extra_rows=st.integers(0, 2),
-       padding=st.integers(0, 3), cols=st.sampled_from([None, 80, 130]),
-       cells=st.integers(1, 3))
-def test_corrupted_mask_state_ends_as_in_the_reference(device, seed, bsz, extra_rows, padding,
-                                                       cols, cells):
-    rng = np.random.default_rng(seed)
-    s = states.mask_state(rng, bsz, extra_rows=extra_rows, padding_tokens=padding,
-                          mask_cols=cols)
-    corrupt(rng, s, _integer_inputs(UPDATE_ATTN_MASK_OFFSETS), cells,
-            CORRUPT_VALUES + bounds_of(s), nudge=True)
-    mismatch = outcome_mismatch(lambda t: ops.update_attn_mask_offsets(**t),
-                                lambda r: reference.update_attn_mask_offsets(**r),
-                                s, device, field=True)
-    assert mismatch is None, f"seed={seed} bsz={bsz} cols={cols}: {mismatch}"
+@given(bsz=st.integers(1, 64), extra_rows=st.integers(0, 2), cells=st.integers(1, 3),
+       **PREPROCESS_DRAWS)
+def test_corrupted_preprocess_state_ends_as_in_the_reference(device, **draws):
+    Corrupted.preprocess(**draws).assert_ends_as_in_the_reference(device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@CORRUPT_SETTINGS
+@given(bsz=st.integers(1, 64), extra_rows=st.integers(0, 2), cells=st.integers(1, 3),
+       **MASK_DRAWS)
+def test_corrupted_mask_state_ends_as_in_the_reference(device, **draws):
+    Corrupted.mask(**draws).assert_ends_as_in_the_reference(device)
 
 
 # Every bound, exactly: one cell moved onto a value where the reference's
@@ -456,46 +482,23 @@ def test_corrupted_mask_state_ends_as_in_the_reference(device, seed, bsz, extra_
 # must end as the reference does on both sides of it. Random values rarely
 # land on a bound (accept_num at its columns + 1, a request's last token one
 # past the batch's); here every example does, for whatever rule the cell
-# takes part in, a check's order among the request's checks included.
+# takes part in, a check's order among the request's checks included. Small
+# batches: the bisection runs the reference some 30 to 64 times.
 BOUND_SETTINGS = settings(max_examples=120, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @BOUND_SETTINGS
-@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 16), k=st.integers(1, 6),
-       truncate=st.booleans(), splitwise=st.booleans(), v1=st.booleans(),
-       extra_rows=st.integers(0, 1), cells=st.integers(0, 1))
-def test_preprocess_at_a_bound_ends_as_in_the_reference(device, seed, bsz, k, truncate,
-                                                        splitwise, v1, extra_rows, cells):
-    rng = np.random.default_rng(seed)
-    s = states.preprocess_state(rng, bsz, num_model_step=k, splitwise_prefill=splitwise,
-                                truncate_first_token=truncate, extra_rows=extra_rows)
-    fields = _integer_inputs(DRAFT_MODEL_PREPROCESS)
-    corrupt(rng, s, fields, cells, CORRUPT_VALUES + bounds_of(s), nudge=True)
-    attrs = preprocess_attrs(k, truncate, splitwise, v1)
-    run_ref = lambda r: reference.draft_model_preprocess(**r, **attrs)  # noqa: E731
-    found = seek_bound(rng, s, fields, run_ref)
-    assume(found is not None)
-    mismatch = mismatch_at_bound(s, found, lambda t: ops.draft_model_preprocess(**t, **attrs),
-                                 run_ref, device)
-    assert mismatch is None, f"seed={seed} bsz={bsz} attrs={attrs}: {mismatch}"
+@given(bsz=st.integers(1, 16), extra_rows=st.integers(0, 1), cells=st.integers(0, 1),
+       **PREPROCESS_DRAWS)
+def test_preprocess_at_a_bound_ends_as_in_the_reference(device, **draws):
+    Corrupted.preprocess(**draws).assert_ends_as_in_the_reference_at_a_bound(device)
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @BOUND_SETTINGS
-@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 16), extra_rows=st.integers(0, 1),
-       padding=st.integers(0, 3), cols=st.sampled_from([None, 80, 130]), cells=st.integers(0, 1))
-def test_mask_at_a_bound_ends_as_in_the_reference(device, seed, bsz, extra_rows, padding, cols,
-                                                  cells):
-    rng = np.random.default_rng(seed)
-    s = states.mask_state(rng, bsz, extra_rows=extra_rows, padding_tokens=padding,
-                          mask_cols=cols)
-    fields = _integer_inputs(UPDATE_ATTN_MASK_OFFSETS)
-    corrupt(rng, s, fields, cells, CORRUPT_VALUES + bounds_of(s), nudge=True)
-    run_ref = lambda r: reference.update_attn_mask_offsets(**r)  # noqa: E731
-    found = seek_bound(rng, s, fields, run_ref)
-    assume(found is not None)
-    mismatch = mismatch_at_bound(s, found, lambda t: ops.update_attn_mask_offsets(**t), run_ref,
-                                 device)
-    assert mismatch is None, f"seed={seed} bsz={bsz} cols={cols}: {mismatch}"
+@given(bsz=st.integers(1, 16), extra_rows=st.integers(0, 1), cells=st.integers(0, 1),
+       **MASK_DRAWS)
+def test_mask_at_a_bound_ends_as_in_the_reference(device, **draws):
+    Corrupted.mask(**draws).assert_ends_as_in_the_reference_at_a_bound(device)
