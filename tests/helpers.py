@@ -136,13 +136,20 @@ def bounds_of(s):
     return tuple(n + d for n in sorted(sizes) for d in (-1, 0, 1))
 
 
+def refusal_said(error, field=True):
+    """What a refusal names: "request N" and, with `field`, ": field" ("op:
+    request N: field: ..."; the op and the reference word the rest each
+    their own way)."""
+    return ": ".join(str(error).split(": ")[1:3 if field else 2])
+
+
 def verdict(run_ref, state):
     """None where the reference accepts `state`, else the request and field
-    it names ("request N: field"); `state` is left as it was."""
+    it names; `state` is left as it was."""
     try:
         run_ref({k: v.copy() for k, v in state.items()})
     except ops.BadInputError as e:
-        return ": ".join(str(e).split(": ")[1:3])
+        return refusal_said(e)
     return None
 
 
@@ -189,19 +196,15 @@ def outcome_mismatch(run_op, run_ref, state, device="cpu", field=False):
     every tensor unchanged, or both accept it and leave the same arrays (and
     output); else what differed."""
     ref_state = {k: v.copy() for k, v in state.items()}
-
-    def said(e):  # "op: request N: field: ..."
-        return ": ".join(str(e).split(": ")[1:3 if field else 2])
-
     try:
         ref_out, ref_err = run_ref(ref_state), None
     except ops.BadInputError as e:
-        ref_out, ref_err = None, said(e)
+        ref_out, ref_err = None, refusal_said(e, field)
     t = to_tensors(state, device)
     try:
         out, err = run_op(t), None
     except ops.BadInputError as e:
-        out, err = None, said(e)
+        out, err = None, refusal_said(e, field)
     got = to_numpy(t)
     if err is not None or ref_err is not None:
         if err != ref_err:
