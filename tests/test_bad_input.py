@@ -459,20 +459,20 @@ PREPROCESS_DRAWS = dict(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 6),
                         truncate=st.booleans(), splitwise=st.booleans(), v1=st.booleans())
 MASK_DRAWS = dict(seed=st.integers(0, 2**32 - 1), padding=st.integers(0, 3),
                   cols=st.sampled_from([None, 80, 130]))
+CORRUPT_SIZES = dict(bsz=st.integers(1, 64), extra_rows=st.integers(0, 2),
+                     cells=st.integers(1, 3))
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @CORRUPT_SETTINGS
-@given(bsz=st.integers(1, 64), extra_rows=st.integers(0, 2), cells=st.integers(1, 3),
-       **PREPROCESS_DRAWS)
+@given(**CORRUPT_SIZES, **PREPROCESS_DRAWS)
 def test_corrupted_preprocess_state_ends_as_in_the_reference(device, **draws):
     Corrupted.preprocess(**draws).assert_ends_as_in_the_reference(device)
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @CORRUPT_SETTINGS
-@given(bsz=st.integers(1, 64), extra_rows=st.integers(0, 2), cells=st.integers(1, 3),
-       **MASK_DRAWS)
+@given(**CORRUPT_SIZES, **MASK_DRAWS)
 def test_corrupted_mask_state_ends_as_in_the_reference(device, **draws):
     Corrupted.mask(**draws).assert_ends_as_in_the_reference(device)
 
@@ -486,19 +486,18 @@ def test_corrupted_mask_state_ends_as_in_the_reference(device, **draws):
 # batches: the bisection runs the reference some 30 to 64 times.
 BOUND_SETTINGS = settings(max_examples=120, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
+BOUND_SIZES = dict(bsz=st.integers(1, 16), extra_rows=st.integers(0, 1), cells=st.integers(0, 1))
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @BOUND_SETTINGS
-@given(bsz=st.integers(1, 16), extra_rows=st.integers(0, 1), cells=st.integers(0, 1),
-       **PREPROCESS_DRAWS)
+@given(**BOUND_SIZES, **PREPROCESS_DRAWS)
 def test_preprocess_at_a_bound_ends_as_in_the_reference(device, **draws):
     Corrupted.preprocess(**draws).assert_ends_as_in_the_reference_at_a_bound(device)
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @BOUND_SETTINGS
-@given(bsz=st.integers(1, 16), extra_rows=st.integers(0, 1), cells=st.integers(0, 1),
-       **MASK_DRAWS)
+@given(**BOUND_SIZES, **MASK_DRAWS)
 def test_mask_at_a_bound_ends_as_in_the_reference(device, **draws):
     Corrupted.mask(**draws).assert_ends_as_in_the_reference_at_a_bound(device)
