@@ -69,6 +69,15 @@ def hostile_calls(rng, s, device) -> bool:
     return ok
 
 
+def runners(attrs) -> tuple:
+    """(run_op, run_ref) for each op on a numpy state: draft_model_preprocess
+    with `attrs`, then update_attn_mask_offsets."""
+    return ((lambda t: ops.draft_model_preprocess(**t, **attrs),
+             lambda r: reference.draft_model_preprocess(**r, **attrs)),
+            (lambda t: ops.update_attn_mask_offsets(**t),
+             lambda r: reference.update_attn_mask_offsets(**r)))
+
+
 def bound_calls(rng, bsz, attrs, device, mask_cols) -> tuple:
     """Both ops on both sides of a bound in a fresh state of each (its own
     random stream: the other iterations' states stay as they were). Returns
@@ -78,12 +87,8 @@ def bound_calls(rng, bsz, attrs, device, mask_cols) -> tuple:
                                 splitwise_prefill=attrs["splitwise_prefill"],
                                 truncate_first_token=attrs["truncate_first_token"])
     m = states.mask_state(rng, bsz, extra_rows=1, mask_cols=mask_cols)
-    cases = [(s, PRE_FIELDS, lambda t: ops.draft_model_preprocess(**t, **attrs),
-              lambda r: reference.draft_model_preprocess(**r, **attrs)),
-             (m, MASK_FIELDS, lambda t: ops.update_attn_mask_offsets(**t),
-              lambda r: reference.update_attn_mask_offsets(**r))]
     ok, calls = True, 0
-    for state, fields, run_op, run_ref in cases:
+    for state, fields, (run_op, run_ref) in zip((s, m), (PRE_FIELDS, MASK_FIELDS), runners(attrs)):
         found = seek_bound(rng, state, fields, run_ref)
         if found is not None:
             mismatch = mismatch_at_bound(state, found, run_op, run_ref, device)
@@ -111,19 +116,16 @@ def main():
                      splitwise_prefill=bool(rng.integers(2)), kvcache_scheduler_v1=bool(rng.integers(2)))
         s = states.preprocess_state(rng, bsz, num_model_step=k, splitwise_prefill=attrs["splitwise_prefill"],
                                     truncate_first_token=attrs["truncate_first_token"], extra_rows=1)
+        preprocess, mask = runners(attrs)
         if bad:
             corrupt(rng, s, PRE_FIELDS)
         # Both refuse with the same request, or both agree on every array.
-        ok = outcome_mismatch(lambda t: ops.draft_model_preprocess(**t, **attrs),
-                              lambda r: reference.draft_model_preprocess(**r, **attrs),
-                              s, args.device) is None
+        ok = outcome_mismatch(*preprocess, s, args.device) is None
         m = states.mask_state(rng, bsz, extra_rows=1, padding_tokens=int(rng.integers(0, 3)),
                               mask_cols=args.mask_cols)
         if bad:
             corrupt(rng, m, MASK_FIELDS)
-        ok &= outcome_mismatch(lambda t: ops.update_attn_mask_offsets(**t),
-                               lambda r: reference.update_attn_mask_offsets(**r),
-                               m, args.device) is None
+        ok &= outcome_mismatch(*mask, m, args.device) is None
         if it % 4 == 3:
             bound_ok, calls = bound_calls(bound_rng, bsz, attrs, args.device, args.mask_cols)
             ok &= bound_ok
