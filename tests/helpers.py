@@ -12,6 +12,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from fastdeploy_mtp import ops, reference, states  # noqa: E402
 from fastdeploy_mtp.buffers import tensors  # noqa: E402
+from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS  # noqa: E402
 
 
 def gpu_available() -> bool:
@@ -19,6 +20,11 @@ def gpu_available() -> bool:
 
 
 DEVICES = ["cpu"] + (["gpu"] if gpu_available() else [])
+# The CPU driver with a guard page on each side of every tensor (tests/guarded.py):
+# its "tensors" are a state's numpy arrays, and call_op runs it. It comes first,
+# so that a write outside a tensor faults before a Paddle tensor hides it.
+GUARDED = "guarded"
+WITH_GUARDED = [GUARDED] + DEVICES
 
 
 def place_of(device: str):
@@ -45,20 +51,36 @@ def break_mask_request(s, i):
 
 
 def to_tensors(state, device="cpu", host_flag=True):
-    """Paddle tensors of a numpy state on `device` ("cpu", "gpu" or "gpu:N").
-    not_need_stop stays on the CPU unless host_flag is False. Only copies:
-    Paddle's own GPU kernels are not used."""
+    """Paddle tensors of a numpy state on `device` ("cpu", "gpu" or "gpu:N"),
+    or copies of its arrays for GUARDED. not_need_stop stays on the CPU
+    unless host_flag is False. Only copies: Paddle's own GPU kernels are not
+    used."""
+    if device == GUARDED:
+        return {k: v.copy() for k, v in state.items()}
     return tensors(state, place_of(device), flag_on_gpu=not host_flag)
 
 
 def to_numpy(tensors):
-    return {k: v.numpy() for k, v in tensors.items()}
+    return {k: v if isinstance(v, np.ndarray) else v.numpy() for k, v in tensors.items()}
+
+
+def call_op(sig, t, attrs=None):
+    """Op `sig` on `t` (to_tensors' result, of any device) with `attrs`: its
+    wrapper in fastdeploy_mtp.ops, or the guarded driver for numpy arrays.
+    Returns the op's result as a numpy array (None for preprocess)."""
+    attrs = attrs or {}
+    if all(isinstance(v, np.ndarray) for v in t.values()):
+        import guarded
+
+        return guarded.call(sig, t, attrs)
+    out = getattr(ops, sig.name)(**t, **attrs)
+    return None if out is None else out.numpy()
 
 
 def run_preprocess_op(state, attrs, device="cpu"):
     """Runs the op; returns the state after it (numpy)."""
     t = to_tensors(state, device)
-    ops.draft_model_preprocess(**t, **attrs)
+    call_op(DRAFT_MODEL_PREPROCESS, t, attrs)
     return to_numpy(t)
 
 
@@ -70,8 +92,8 @@ def run_preprocess_ref(state, attrs):
 
 def run_mask_op(state, device="cpu"):
     t = to_tensors(state, device)
-    out = ops.update_attn_mask_offsets(**t)
-    return out.numpy(), to_numpy(t)
+    out = call_op(UPDATE_ATTN_MASK_OFFSETS, t)
+    return out, to_numpy(t)
 
 
 def run_mask_ref(state):
@@ -211,7 +233,7 @@ def outcome_mismatch(run_op, run_ref, state, device="cpu", field=False):
             return f"the op said {err!r}, the reference {ref_err!r}"
         changed = [k for k in state if got[k].tobytes() != state[k].tobytes()]
         return f"refused, but changed {changed}" if changed else None
-    if out is not None and not np.array_equal(out.numpy(), ref_out):
+    if out is not None and not np.array_equal(out, ref_out):
         return "attn_mask_offsets differ"
     differ = [k for k in state if not np.array_equal(got[k], ref_state[k])]
     return f"{differ} differ" if differ else None

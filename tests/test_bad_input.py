@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from fastdeploy_mtp import ops, reference, states
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
-from helpers import (DEVICES, EXTREMES, assert_unchanged, bounds_of, corrupt, mismatch_at_bound,
-                     outcome_mismatch, preprocess_attrs, seek_bound, to_tensors)
+from helpers import (DEVICES, EXTREMES, WITH_GUARDED, assert_unchanged, bounds_of, call_op,
+                     corrupt, mismatch_at_bound, outcome_mismatch, preprocess_attrs, seek_bound,
+                     to_tensors)
 
 BAD, LATER_BAD, BSZ = 5, 9, 12
 
@@ -118,7 +119,7 @@ def ref_refusal(fn, s, *args):
     return int(m.group(1)), m.group(2)
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", WITH_GUARDED)
 @pytest.mark.parametrize("case", sorted(PREPROCESS_CASES))
 @pytest.mark.parametrize("k", [1, 3])
 def test_preprocess_request_checks(device, case, k):
@@ -130,11 +131,11 @@ def test_preprocess_request_checks(device, case, k):
     breaker(s, LATER_BAD, k)
     attrs = preprocess_attrs(k, v1=True)
     assert ref_refusal(reference.draft_model_preprocess, s, attrs) == (BAD, field)
-    assert_refused(lambda t: ops.draft_model_preprocess(**t, **attrs), to_tensors(s, device), s,
+    assert_refused(lambda t: call_op(DRAFT_MODEL_PREPROCESS, t, attrs), to_tensors(s, device), s,
                    "draft_model_preprocess", BAD, field)
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", WITH_GUARDED)
 @pytest.mark.parametrize("truncate", [False, True])
 def test_prefill_node_first_token_check(device, truncate):
     s = idle_preprocess_state(1, splitwise_prefill=True)
@@ -143,11 +144,11 @@ def test_prefill_node_first_token_check(device, truncate):
     s["seq_lens_encoder"][BAD] = L + 1 if truncate else L
     attrs = preprocess_attrs(1, truncate=truncate, splitwise=True)
     assert ref_refusal(reference.draft_model_preprocess, s, attrs) == (BAD, "input_ids")
-    assert_refused(lambda t: ops.draft_model_preprocess(**t, **attrs), to_tensors(s, device), s,
+    assert_refused(lambda t: call_op(DRAFT_MODEL_PREPROCESS, t, attrs), to_tensors(s, device), s,
                    "draft_model_preprocess", BAD, "input_ids")
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", WITH_GUARDED)
 @pytest.mark.parametrize("missing", ["accept_tokens", "pre_ids"])
 def test_prefill_needs_column_zero(device, missing):
     s = idle_preprocess_state(2)
@@ -155,7 +156,7 @@ def test_prefill_needs_column_zero(device, missing):
     prefill_request(s, BAD, 2)
     attrs = preprocess_attrs(2)
     assert ref_refusal(reference.draft_model_preprocess, s, attrs) == (BAD, missing)
-    assert_refused(lambda t: ops.draft_model_preprocess(**t, **attrs), to_tensors(s, device), s,
+    assert_refused(lambda t: call_op(DRAFT_MODEL_PREPROCESS, t, attrs), to_tensors(s, device), s,
                    "draft_model_preprocess", BAD, missing)
 
 
@@ -306,18 +307,18 @@ MASK_CASES = {
 }
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", WITH_GUARDED)
 @pytest.mark.parametrize("case", sorted(MASK_CASES))
 def test_mask_request_checks(device, case):
     breaker, field = MASK_CASES[case]
     s = mask_base()
     breaker(s, BAD)
     assert ref_refusal(reference.update_attn_mask_offsets, s) == (BAD, field)
-    assert_refused(lambda t: ops.update_attn_mask_offsets(**t), to_tensors(s, device), s,
+    assert_refused(lambda t: call_op(UPDATE_ATTN_MASK_OFFSETS, t), to_tensors(s, device), s,
                    "update_attn_mask_offsets", BAD, field)
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", WITH_GUARDED)
 def test_mask_last_request_one_token_past_ids_remove_padding(device):
     """cu_seqlens_q's last entry lies past the tokens too, so no later request's
     first token is crossed: only the bound on ids_remove_padding refuses it (in
@@ -329,7 +330,7 @@ def test_mask_last_request_one_token_past_ids_remove_padding(device):
     T = s["ids_remove_padding"].shape[0]
     s["cu_seqlens_q"][last], s["cu_seqlens_q"][last + 1] = T, T + 1
     assert ref_refusal(reference.update_attn_mask_offsets, s) == (last, "cu_seqlens_q")
-    assert_refused(lambda t: ops.update_attn_mask_offsets(**t), to_tensors(s, device), s,
+    assert_refused(lambda t: call_op(UPDATE_ATTN_MASK_OFFSETS, t), to_tensors(s, device), s,
                    "update_attn_mask_offsets", last, "cu_seqlens_q")
 
 
@@ -373,7 +374,7 @@ POSITIONS = [(1, 0), (2, 0), (2, 1), (7, 3), (32, 31), (33, 32), (256, 255), (25
              (513, 512), (1025, 512), (2049, 2048), (4097, 4096), (4097, 2049)]
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", WITH_GUARDED)
 @pytest.mark.parametrize("case", sorted(PREPROCESS_CASES))
 @pytest.mark.parametrize("bsz,where", POSITIONS)
 def test_preprocess_refusal_at_every_position(device, case, bsz, where):
@@ -382,18 +383,18 @@ def test_preprocess_refusal_at_every_position(device, case, bsz, where):
     s = idle_preprocess_state(k, bsz)
     breaker(s, where, k)
     attrs = preprocess_attrs(k, v1=True)
-    assert_refused(lambda t: ops.draft_model_preprocess(**t, **attrs), to_tensors(s, device), s,
+    assert_refused(lambda t: call_op(DRAFT_MODEL_PREPROCESS, t, attrs), to_tensors(s, device), s,
                    "draft_model_preprocess", where, field)
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", WITH_GUARDED)
 @pytest.mark.parametrize("case", sorted(MASK_CASES))
 @pytest.mark.parametrize("bsz,where", POSITIONS)
 def test_mask_refusal_at_every_position(device, case, bsz, where):
     breaker, field = MASK_CASES[case]
     s = mask_base(bsz)
     breaker(s, where)
-    assert_refused(lambda t: ops.update_attn_mask_offsets(**t), to_tensors(s, device), s,
+    assert_refused(lambda t: call_op(UPDATE_ATTN_MASK_OFFSETS, t), to_tensors(s, device), s,
                    "update_attn_mask_offsets", where, field)
 
 
@@ -419,9 +420,10 @@ class Corrupted:
     cells corrupted (random values, sizes the checks compare with, or a
     nudge), and how to run the op and the reference on it."""
 
-    def __init__(self, rng, state, sig, run_op, run_ref, cells, context):
+    def __init__(self, rng, state, sig, attrs, run_ref, cells, context):
         self.rng, self.state, self.fields = rng, state, _integer_inputs(sig)
-        self.run_op, self.run_ref, self.context = run_op, run_ref, context
+        self.run_op = lambda t: call_op(sig, t, attrs)
+        self.run_ref, self.context = run_ref, context
         corrupt(rng, state, self.fields, cells, CORRUPT_VALUES + bounds_of(state), nudge=True)
 
     @classmethod
@@ -430,8 +432,7 @@ class Corrupted:
         s = states.preprocess_state(rng, bsz, num_model_step=k, splitwise_prefill=splitwise,
                                     truncate_first_token=truncate, extra_rows=extra_rows)
         attrs = preprocess_attrs(k, truncate, splitwise, v1)
-        return cls(rng, s, DRAFT_MODEL_PREPROCESS,
-                   lambda t: ops.draft_model_preprocess(**t, **attrs),
+        return cls(rng, s, DRAFT_MODEL_PREPROCESS, attrs,
                    lambda r: reference.draft_model_preprocess(**r, **attrs), cells,
                    f"seed={seed} bsz={bsz} attrs={attrs}")
 
@@ -440,7 +441,7 @@ class Corrupted:
         rng = np.random.default_rng(seed)
         s = states.mask_state(rng, bsz, extra_rows=extra_rows, padding_tokens=padding,
                               mask_cols=cols)
-        return cls(rng, s, UPDATE_ATTN_MASK_OFFSETS, lambda t: ops.update_attn_mask_offsets(**t),
+        return cls(rng, s, UPDATE_ATTN_MASK_OFFSETS, {},
                    lambda r: reference.update_attn_mask_offsets(**r), cells,
                    f"seed={seed} bsz={bsz} cols={cols}")
 
@@ -463,14 +464,14 @@ CORRUPT_SIZES = dict(bsz=st.integers(1, 64), extra_rows=st.integers(0, 2),
                      cells=st.integers(1, 3))
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", WITH_GUARDED)
 @CORRUPT_SETTINGS
 @given(**CORRUPT_SIZES, **PREPROCESS_DRAWS)
 def test_corrupted_preprocess_state_ends_as_in_the_reference(device, **draws):
     Corrupted.preprocess(**draws).assert_ends_as_in_the_reference(device)
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", WITH_GUARDED)
 @CORRUPT_SETTINGS
 @given(**CORRUPT_SIZES, **MASK_DRAWS)
 def test_corrupted_mask_state_ends_as_in_the_reference(device, **draws):
@@ -489,14 +490,14 @@ BOUND_SETTINGS = settings(max_examples=120, deadline=None,
 BOUND_SIZES = dict(bsz=st.integers(1, 16), extra_rows=st.integers(0, 1), cells=st.integers(0, 1))
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", WITH_GUARDED)
 @BOUND_SETTINGS
 @given(**BOUND_SIZES, **PREPROCESS_DRAWS)
 def test_preprocess_at_a_bound_ends_as_in_the_reference(device, **draws):
     Corrupted.preprocess(**draws).assert_ends_as_in_the_reference_at_a_bound(device)
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", WITH_GUARDED)
 @BOUND_SETTINGS
 @given(**BOUND_SIZES, **MASK_DRAWS)
 def test_mask_at_a_bound_ends_as_in_the_reference(device, **draws):

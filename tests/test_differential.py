@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastdeploy_mtp import states
-from helpers import (DEVICES, assert_mask_like_reference, assert_states_equal, preprocess_attrs,
+from helpers import (WITH_GUARDED, assert_mask_like_reference, assert_states_equal, preprocess_attrs,
                      run_mask_ref, run_preprocess_op, run_preprocess_ref)
 
 SETTINGS = settings(max_examples=150, deadline=None,
@@ -36,7 +36,7 @@ def check_mask(seed, bsz, extra_rows, padding, column, device="cpu"):
     assert_mask_like_reference(s, device, f"seed={seed} bsz={bsz}")
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", WITH_GUARDED)
 @SETTINGS
 @given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 96), k=st.integers(1, 10),
        truncate=st.booleans(), splitwise=st.booleans(), v1=st.booleans(),
@@ -46,7 +46,7 @@ def test_preprocess_matches_reference(device, seed, bsz, k, truncate, splitwise,
     check_preprocess(seed, bsz, k, truncate, splitwise, v1, extra_rows, column, device)
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", WITH_GUARDED)
 @SETTINGS
 @given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 96), extra_rows=st.integers(0, 3),
        padding=st.integers(0, 4), column=st.booleans())
@@ -54,7 +54,7 @@ def test_mask_matches_reference(device, seed, bsz, extra_rows, padding, column):
     check_mask(seed, bsz, extra_rows, padding, column, device)
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", WITH_GUARDED)
 @settings(SETTINGS, max_examples=60)
 @given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 600), cols=st.integers(65, 1100))
 def test_mask_with_a_wide_full_table_matches_reference(device, seed, bsz, cols):
@@ -69,7 +69,7 @@ def test_mask_with_a_wide_full_table_matches_reference(device, seed, bsz, cols):
     np.testing.assert_array_equal(want_out, narrow_out)
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", WITH_GUARDED)
 @settings(SETTINGS, max_examples=40)
 @given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 600), prefills=st.integers(0, 8),
        chunk=st.integers(1, 300), extra_cols=st.integers(0, 800))
@@ -103,7 +103,7 @@ def test_given_branches_and_prompt_tokens_are_kept_and_checked():
         states.prefill_chunks_state(rng, 3, prefills=4, chunk=2, cols=8)
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", WITH_GUARDED)
 @pytest.mark.parametrize("bsz", [1, 512, 4096])
 @pytest.mark.parametrize("k", [1, 2, 5])
 def test_preprocess_large_batches(device, bsz, k):
@@ -112,7 +112,7 @@ def test_preprocess_large_batches(device, bsz, k):
                          v1=not k % 2, extra_rows=1, column=False, device=device)
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", WITH_GUARDED)
 @pytest.mark.parametrize("bsz", [1, 512, 4096])
 def test_mask_large_batches(device, bsz):
     check_mask(bsz, bsz, extra_rows=2, padding=3, column=False, device=device)

@@ -15,8 +15,8 @@ import pytest
 
 from fastdeploy_mtp import ops, reference, states
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
-from helpers import (DEVICES, assert_unchanged, outcome_mismatch, preprocess_attrs, to_numpy,
-                     to_tensors)
+from helpers import (DEVICES, WITH_GUARDED, assert_unchanged, call_op, outcome_mismatch,
+                     preprocess_attrs, to_numpy, to_tensors)
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
@@ -52,7 +52,7 @@ def refused(call, t, before, *needles):
 def same_outcome_as_reference(s, attrs, device):
     """The op refuses the request the reference refuses (nothing changed), or
     both agree on every array."""
-    mismatch = outcome_mismatch(lambda t: ops.draft_model_preprocess(**t, **attrs),
+    mismatch = outcome_mismatch(lambda t: call_op(DRAFT_MODEL_PREPROCESS, t, attrs),
                                 lambda r: reference.draft_model_preprocess(**r, **attrs),
                                 s, device)
     assert mismatch is None, mismatch
@@ -93,7 +93,7 @@ PREPROCESS_LIMITS = {
 }
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", WITH_GUARDED)
 @pytest.mark.parametrize("case", sorted(PREPROCESS_LIMITS))
 @pytest.mark.parametrize("bsz,where", [(1, 0), (2, 1), (5, 0), (5, 2), (5, 4)])
 def test_preprocess_limits_at_every_position(device, case, bsz, where):
@@ -105,7 +105,7 @@ def test_preprocess_limits_at_every_position(device, case, bsz, where):
     if refused_field is None:
         same_outcome_as_reference(s, attrs, device)
     else:
-        refused(lambda t: ops.draft_model_preprocess(**t, **attrs), to_tensors(s, device), s,
+        refused(lambda t: call_op(DRAFT_MODEL_PREPROCESS, t, attrs), to_tensors(s, device), s,
                 f"request {where}: {refused_field}")
 
 
@@ -210,7 +210,7 @@ MASK_LIMITS = {
 }
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", WITH_GUARDED)
 @pytest.mark.parametrize("case", sorted(MASK_LIMITS))
 @pytest.mark.parametrize("bsz,where", [(1, 0), (2, 1), (5, 0), (5, 2), (5, 4)])
 def test_mask_limits_at_every_position(device, case, bsz, where):
@@ -220,7 +220,7 @@ def test_mask_limits_at_every_position(device, case, bsz, where):
     with pytest.raises(ops.BadInputError) as info:
         reference.update_attn_mask_offsets(**{k: v.copy() for k, v in s.items()})
     assert f"request {where}: {field}" in str(info.value)
-    refused(lambda t: ops.update_attn_mask_offsets(**t), to_tensors(s, device), s,
+    refused(lambda t: call_op(UPDATE_ATTN_MASK_OFFSETS, t), to_tensors(s, device), s,
             f"request {where}: {field}")
 
 
