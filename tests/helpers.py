@@ -129,6 +129,7 @@ def random_cell(rng, s, fields):
     prompt's tokens) of a request's row or of row bsz: cu_seqlens_q's last
     entry (where the last request's tokens must end), or a row past the
     batch that the ops must not read."""
+    fields = [f for f in fields if s[f].size]  # a table of no columns has no cell
     name = fields[rng.integers(len(fields))]
     rows = min(s[name].shape[0], s["seq_lens_this_time"].shape[0] + 1)
     cols = s[name].shape[1] if s[name].ndim == 2 else 1
@@ -147,6 +148,17 @@ def corrupt(rng, s, fields, cells=1, values=EXTREMES, nudge=False):
         else:
             v = values[rng.integers(len(values))]
         arr[i] = np.clip(v, info.min, info.max)
+
+
+def narrow_tables(rng, s, keep=()):
+    """Trims some of a state's 2-D inputs to 0, 1 or 2 columns (at least 1
+    for the fields in `keep`, which the op needs a column of): the narrowest
+    tables the op takes, where a request's first column may already be
+    past the row."""
+    for name in sorted(k for k, v in s.items() if v.ndim == 2):
+        if rng.integers(2):
+            cols = int(rng.integers(1 if name in keep else 0, 3))
+            s[name] = np.ascontiguousarray(s[name][:, :cols])
 
 
 def bounds_of(s):

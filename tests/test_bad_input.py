@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from fastdeploy_mtp import ops, reference, states
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
 from helpers import (DEVICES, EXTREMES, WITH_GUARDED, assert_unchanged, bounds_of, call_op,
-                     corrupt, mismatch_at_bound, outcome_mismatch, preprocess_attrs, seek_bound,
-                     to_tensors)
+                     corrupt, mismatch_at_bound, narrow_tables, outcome_mismatch,
+                     preprocess_attrs, seek_bound, to_tensors)
 
 BAD, LATER_BAD, BSZ = 5, 9, 12
 
@@ -420,30 +420,32 @@ class Corrupted:
     cells corrupted (random values, sizes the checks compare with, or a
     nudge), and how to run the op and the reference on it."""
 
-    def __init__(self, rng, state, sig, attrs, run_ref, cells, context):
+    def __init__(self, rng, state, sig, attrs, run_ref, cells, context, narrow=False):
+        if narrow:
+            narrow_tables(rng, state, keep=("decode_states",))
         self.rng, self.state, self.fields = rng, state, _integer_inputs(sig)
         self.run_op = lambda t: call_op(sig, t, attrs)
         self.run_ref, self.context = run_ref, context
         corrupt(rng, state, self.fields, cells, CORRUPT_VALUES + bounds_of(state), nudge=True)
 
     @classmethod
-    def preprocess(cls, seed, bsz, k, truncate, splitwise, v1, extra_rows, cells):
+    def preprocess(cls, seed, bsz, k, truncate, splitwise, v1, extra_rows, cells, narrow=False):
         rng = np.random.default_rng(seed)
         s = states.preprocess_state(rng, bsz, num_model_step=k, splitwise_prefill=splitwise,
                                     truncate_first_token=truncate, extra_rows=extra_rows)
         attrs = preprocess_attrs(k, truncate, splitwise, v1)
         return cls(rng, s, DRAFT_MODEL_PREPROCESS, attrs,
                    lambda r: reference.draft_model_preprocess(**r, **attrs), cells,
-                   f"seed={seed} bsz={bsz} attrs={attrs}")
+                   f"seed={seed} bsz={bsz} attrs={attrs}", narrow)
 
     @classmethod
-    def mask(cls, seed, bsz, extra_rows, padding, cols, cells):
+    def mask(cls, seed, bsz, extra_rows, padding, cols, cells, narrow=False):
         rng = np.random.default_rng(seed)
         s = states.mask_state(rng, bsz, extra_rows=extra_rows, padding_tokens=padding,
                               mask_cols=cols)
         return cls(rng, s, UPDATE_ATTN_MASK_OFFSETS, {},
                    lambda r: reference.update_attn_mask_offsets(**r), cells,
-                   f"seed={seed} bsz={bsz} cols={cols}")
+                   f"seed={seed} bsz={bsz} cols={cols}", narrow)
 
     def assert_ends_as_in_the_reference(self, device):
         mismatch = outcome_mismatch(self.run_op, self.run_ref, self.state, device, field=True)
@@ -476,6 +478,29 @@ def test_corrupted_preprocess_state_ends_as_in_the_reference(device, **draws):
 @given(**CORRUPT_SIZES, **MASK_DRAWS)
 def test_corrupted_mask_state_ends_as_in_the_reference(device, **draws):
     Corrupted.mask(**draws).assert_ends_as_in_the_reference(device)
+
+
+# The narrowest tables the op takes: a 2-D input of 0, 1 or 2 columns (the
+# static checks ask for none but decode_states' first), where a request's
+# first column, or its kept tokens, may lie past its row: every read and
+# write must stay inside, so the op refuses or computes what the reference
+# does. With up to two cells corrupted besides.
+NARROW_SIZES = dict(bsz=st.integers(1, 24), extra_rows=st.integers(0, 1),
+                    cells=st.integers(0, 2))
+
+
+@pytest.mark.parametrize("device", WITH_GUARDED)
+@CORRUPT_SETTINGS
+@given(**NARROW_SIZES, **PREPROCESS_DRAWS)
+def test_preprocess_with_narrow_tables_ends_as_in_the_reference(device, **draws):
+    Corrupted.preprocess(**draws, narrow=True).assert_ends_as_in_the_reference(device)
+
+
+@pytest.mark.parametrize("device", WITH_GUARDED)
+@CORRUPT_SETTINGS
+@given(**NARROW_SIZES, **MASK_DRAWS)
+def test_mask_with_narrow_tables_ends_as_in_the_reference(device, **draws):
+    Corrupted.mask(**draws, narrow=True).assert_ends_as_in_the_reference(device)
 
 
 # Every bound, exactly: one cell moved onto a value where the reference's
