@@ -172,3 +172,70 @@ def test_the_readme_states_the_proposer_s_config_and_a_request_as_the_code_does(
 def test_the_fields_check_sees_a_default_changed():
     text = README.read_text().replace("truncate_first_token=True", "truncate_first_token=False", 1)
     assert readme_fields(text, "ProposerConfig") != code_fields(ProposerConfig)
+
+
+# docs/mutation.md's table of the planted bugs, and the README's counts of them
+# by device, restate tests/mutate.py's set: a mutation added or retired must
+# show in both.
+
+import collections  # noqa: E402
+
+import mutate  # noqa: E402
+
+MUTATION_PAGE = README.with_name("docs") / "mutation.md"
+
+
+def stated_mutation_counts(page: str, readme: str) -> dict:
+    """What the docs say: the page's total, each row's count by the files it
+    names, and the README's count for each of mutate.py's devices."""
+    counts = {"total": int(re.search(r"## The set \((\d+) mutations\)", page).group(1))}
+    table = page.split("## The set", 1)[1].split("\n## ", 1)[0]
+    for line in table.splitlines():
+        if line.startswith("| `"):
+            cells = line.split("|")
+            files = tuple(f.rsplit("/", 1)[-1] for f in re.findall(r"`([^`]+)`", cells[1])
+                          if re.fullmatch(r"[\w./]+\.\w+", f))
+            counts[files] = int(cells[2])
+    words = " ".join(readme.split())
+    counts["cpu"] = int(re.search(r"each of (\d+) realistic bugs", words).group(1))
+    cuda, loop = re.search(r"`--device gpu` plants the CUDA driver's (\d+), and (\d+) in the "
+                           r"loop replayed from CUDA graphs", words).groups()
+    counts["gpu"] = int(cuda) + int(loop)
+    counts["gpu2"] = int(re.search(r"`--device gpu2` the (\d+)", words).group(1))
+    return counts
+
+
+def actual_mutation_counts(rows) -> dict:
+    by_file = collections.Counter(m.path.rsplit("/", 1)[-1] for m in mutate.MUTATIONS)
+    counts = {"total": len(mutate.MUTATIONS)}
+    counts.update({files: sum(by_file[f] for f in files) for files in rows})
+    counts.update(collections.Counter(m.device for m in mutate.MUTATIONS))
+    return counts
+
+
+def mutation_docs_mismatch(page: str, readme: str) -> dict:
+    stated = stated_mutation_counts(page, readme)
+    rows = [k for k in stated if isinstance(k, tuple)]
+    actual = actual_mutation_counts(rows)
+    unlisted = {m.path for m in mutate.MUTATIONS
+                if not any(m.path.rsplit("/", 1)[-1] in files for files in rows)}
+    differ = {k: (stated[k], actual.get(k)) for k in stated if stated[k] != actual.get(k)}
+    return {"differ": differ, "unlisted": sorted(unlisted)}
+
+
+def test_the_docs_count_the_mutations_as_mutate_py_holds_them():
+    mismatch = mutation_docs_mismatch(MUTATION_PAGE.read_text(), README.read_text())
+    assert mismatch == {"differ": {}, "unlisted": []}
+
+
+def test_the_mutation_count_check_sees_a_row_and_a_device_miscounted():
+    page, readme = MUTATION_PAGE.read_text(), README.read_text()
+    row = "| `custom_ops/mtp_cpu.h` (CPU driver) | "
+    n = int(page.split(row, 1)[1].split(" ", 1)[0])
+    wrong_row = page.replace(f"{row}{n} ", f"{row}{n + 1} ", 1)
+    assert mutation_docs_mismatch(wrong_row, readme)["differ"] == {("mtp_cpu.h",): (n + 1, n)}
+    cpu = re.search(r"each of (\d+) realistic", readme).group(1)
+    wrong_cpu = readme.replace(f"each of {cpu} realistic", f"each of {int(cpu) - 1} realistic")
+    assert set(mutation_docs_mismatch(page, wrong_cpu)["differ"]) == {"cpu"}
+    no_row = "\n".join(line for line in page.splitlines() if not line.startswith(row))
+    assert mutation_docs_mismatch(no_row, readme)["unlisted"] == ["custom_ops/mtp_cpu.h"]
