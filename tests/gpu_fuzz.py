@@ -10,7 +10,8 @@ the reference, and never touch memory outside a tensor (the sanitizer's part).
 Every fourth iteration also moves one cell of a fresh state onto a bound
 (helpers.seek_bound: the value where the reference's verdict changes) and
 calls both ops on both sides of it: where a check is one off, the op writes
-one past a tensor, and the sanitizer sees it.
+one past a tensor, and the sanitizer sees it. Every fifth iteration also
+calls both ops on fresh states whose tables are cut to 0, 1 or 2 columns.
 
 --device guarded runs the same calls (but the hostile ones, which need Paddle
 tensors) through the CPU driver with a guard page on each side of every
@@ -29,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from fastdeploy_mtp import ops, reference, states  # noqa: E402
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS  # noqa: E402
 from helpers import (GUARDED, call_op, corrupt, mismatch_at_bound,  # noqa: E402
-                     outcome_mismatch, seek_bound, to_tensors)
+                     narrow_tables, outcome_mismatch, seek_bound, to_tensors)
 
 PRE_FIELDS = ["seq_lens_encoder", "seq_lens_decoder", "accept_num", "base_model_step_idx",
               "base_model_seq_lens_decoder", "step_idx", "mask_rollback"]
@@ -104,6 +105,27 @@ def bound_calls(rng, bsz, attrs, device, mask_cols) -> tuple:
     return ok, calls
 
 
+def narrow_calls(rng, bsz, attrs, device) -> tuple:
+    """Both ops on a fresh state of each whose 2-D inputs are cut to 0, 1 or 2
+    columns (helpers.narrow_tables: a request's first column may lie past
+    its row), one cell corrupted besides, from a random stream of its own.
+    Returns (whether both outcomes matched the reference, op calls made)."""
+    k = attrs["num_model_step"]
+    s = states.preprocess_state(rng, bsz, num_model_step=k, extra_rows=int(rng.integers(2)),
+                                splitwise_prefill=attrs["splitwise_prefill"],
+                                truncate_first_token=attrs["truncate_first_token"])
+    m = states.mask_state(rng, bsz, extra_rows=int(rng.integers(2)))
+    ok = True
+    for state, fields, run in zip((s, m), (PRE_FIELDS, MASK_FIELDS), runners(attrs)):
+        narrow_tables(rng, state, keep=("decode_states",))
+        corrupt(rng, state, fields)
+        mismatch = outcome_mismatch(*run, state, device, field=True)
+        if mismatch is not None:
+            print(f"narrow tables: {mismatch}", flush=True)
+        ok &= mismatch is None
+    return ok, 2
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--iterations", type=int, default=100)
@@ -112,7 +134,9 @@ def main():
     p.add_argument("--device", choices=["gpu", "cpu", GUARDED], default="gpu")
     args = p.parse_args()
     rng, bound_rng = np.random.default_rng(2026), np.random.default_rng(2027)
-    counts = {"valid": 0, "corrupted": 0, "at a bound": 0, "hostile": 0, "mismatch": 0}
+    narrow_rng = np.random.default_rng(2028)
+    counts = {"valid": 0, "corrupted": 0, "at a bound": 0, "narrow": 0, "hostile": 0,
+              "mismatch": 0}
     for it in range(args.iterations):
         bsz = int(rng.integers(1, args.max_bsz + 1))
         bad = it % 2 == 1
@@ -135,6 +159,10 @@ def main():
             bound_ok, calls = bound_calls(bound_rng, bsz, attrs, args.device, args.mask_cols)
             ok &= bound_ok
             counts["at a bound"] += calls
+        if it % 5 == 4:
+            narrow_ok, calls = narrow_calls(narrow_rng, bsz, attrs, args.device)
+            ok &= narrow_ok
+            counts["narrow"] += calls
         if it % 10 == 9 and args.device != GUARDED:
             ok &= hostile_calls(rng, s, args.device)
             counts["hostile"] += 3
@@ -143,7 +171,7 @@ def main():
         if not ok:
             print(f"MISMATCH at iteration {it} (bsz {bsz}, attrs {attrs})", flush=True)
     print(f"gpu_fuzz: {counts['valid']} valid, {counts['corrupted']} corrupted, "
-          f"{counts['at a bound']} at a bound and "
+          f"{counts['at a bound']} at a bound, {counts['narrow']} with narrow tables and "
           f"{counts['hostile']} hostile (None, overlap, grad) op calls, "
           f"{counts['mismatch']} mismatches", flush=True)
     return 1 if counts["mismatch"] else 0
