@@ -164,6 +164,16 @@ class ArgChecker {
 
   void remember(const paddle::Tensor& t, const char* name, Access access) {
     const int64_t n = t.numel();
+#if !defined(FASTDEPLOY_MTP_PADDLE_MAJOR) || FASTDEPLOY_MTP_PADDLE_MAJOR < 3
+    // Paddle 2 takes an in-place output with no elements for one that was
+    // never given memory, and raises only after the op has run and written
+    // the others: refuse it while nothing has changed. (_build.py defines
+    // FASTDEPLOY_MTP_PADDLE_MAJOR; Paddle 3 takes such an output.)
+    MTP_CHECK(n > 0 || access != Access::kWritten, op_, ": ", name,
+              " is written in place but has no elements (shape ", shape_str(t.shape()),
+              "): Paddle 2 refuses an empty in-place output after the op has run; give it "
+              "a row and a column, or use Paddle 3");
+#endif
     if (n == 0 || access == Access::kUnread) return;
     MTP_CHECK(count_ < kMaxSpans, op_, ": more tensor arguments than the overlap check holds");
     const uintptr_t begin = reinterpret_cast<uintptr_t>(t.data());

@@ -116,10 +116,11 @@ def narrow_calls(rng, bsz, attrs, device) -> tuple:
                                 truncate_first_token=attrs["truncate_first_token"])
     m = states.mask_state(rng, bsz, extra_rows=int(rng.integers(2)))
     ok = True
-    for state, fields, run in zip((s, m), (PRE_FIELDS, MASK_FIELDS), runners(attrs)):
+    sigs = (DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS)
+    for state, fields, run, sig in zip((s, m), (PRE_FIELDS, MASK_FIELDS), runners(attrs), sigs):
         narrow_tables(rng, state, keep=("decode_states",))
         corrupt(rng, state, fields)
-        mismatch = outcome_mismatch(*run, state, device, field=True)
+        mismatch = outcome_mismatch(*run, state, device, field=True, sig=sig)
         if mismatch is not None:
             print(f"narrow tables: {mismatch}", flush=True)
         ok &= mismatch is None

@@ -423,7 +423,7 @@ class Corrupted:
     def __init__(self, rng, state, sig, attrs, run_ref, cells, context, narrow=False):
         if narrow:
             narrow_tables(rng, state, keep=("decode_states",))
-        self.rng, self.state, self.fields = rng, state, _integer_inputs(sig)
+        self.rng, self.state, self.sig, self.fields = rng, state, sig, _integer_inputs(sig)
         self.run_op = lambda t: call_op(sig, t, attrs)
         self.run_ref, self.context = run_ref, context
         corrupt(rng, state, self.fields, cells, CORRUPT_VALUES + bounds_of(state), nudge=True)
@@ -448,7 +448,8 @@ class Corrupted:
                    f"seed={seed} bsz={bsz} cols={cols}", narrow)
 
     def assert_ends_as_in_the_reference(self, device):
-        mismatch = outcome_mismatch(self.run_op, self.run_ref, self.state, device, field=True)
+        mismatch = outcome_mismatch(self.run_op, self.run_ref, self.state, device, field=True,
+                                    sig=self.sig)
         assert mismatch is None, f"{self.context}: {mismatch}"
 
     def assert_ends_as_in_the_reference_at_a_bound(self, device):

@@ -481,6 +481,29 @@ def test_numpy_attribute_types_are_accepted(device):
 
 
 # ---------------------------------------------------------------------------
+# 9b: a written table of no columns
+
+
+@pytest.mark.parametrize("device", WITH_GUARDED)
+@pytest.mark.parametrize("name", ["draft_tokens", "input_ids", "pre_ids",
+                                  "base_model_draft_tokens"])
+@pytest.mark.parametrize("accepted", [0, 1])
+def test_a_written_table_of_no_columns(device, name, accepted):
+    """Where no request writes a column of it (accept_num 0), the op ends as
+    the reference does; where one would, it refuses that request. On Paddle 2,
+    which raises after an op returns an in-place output with no elements,
+    the op refuses the table itself first, every tensor unchanged."""
+    s = decode_batch(3)
+    s["accept_num"][:] = accepted
+    s[name] = np.zeros((s[name].shape[0], 0), np.int64)
+    attrs = preprocess_attrs(1, v1=True)
+    mismatch = outcome_mismatch(lambda t: call_op(DRAFT_MODEL_PREPROCESS, t, attrs),
+                                lambda r: reference.draft_model_preprocess(**r, **attrs),
+                                s, device, field=True, sig=DRAFT_MODEL_PREPROCESS)
+    assert mismatch is None, mismatch
+
+
+# ---------------------------------------------------------------------------
 # 10: a mask call with no tokens says nothing
 
 
