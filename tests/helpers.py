@@ -231,7 +231,8 @@ PADDLE_MAJOR = int(paddle.__version__.split(".")[0]) or 3  # a develop build say
 
 def empty_written(sig, state) -> list:
     """The inputs `sig` writes in place that have no elements in `state`,
-    where the op on this Paddle refuses them (not on GUARDED: no Paddle)."""
+    where the op on this Paddle refuses them. The guarded driver has no
+    Paddle and takes them: its callers leave it out."""
     if PADDLE_MAJOR >= 3:
         return []
     return [a.name for a in sig.inputs if a.written and state[a.name].size == 0]
