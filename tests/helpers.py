@@ -10,7 +10,7 @@ import paddle
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from fastdeploy_mtp import ops, reference, states  # noqa: E402
+from fastdeploy_mtp import _build, ops, reference, states  # noqa: E402
 from fastdeploy_mtp.buffers import tensors  # noqa: E402
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS  # noqa: E402
 
@@ -223,17 +223,13 @@ def seek_bound(rng, s, fields, run_ref, tries=16):
     return None
 
 
-# Paddle 2 takes an in-place output with no elements for one never given
-# memory, and raises after the op has run; so there the op refuses a written
-# tensor with no elements before it writes anything (tensor_checks.h).
-PADDLE_MAJOR = int(paddle.__version__.split(".")[0]) or 3  # a develop build says 0
-
-
-def empty_written(sig, state) -> list:
+def empty_written(sig, state, device) -> list:
     """The inputs `sig` writes in place that have no elements in `state`,
-    where the op on this Paddle refuses them. The guarded driver has no
-    Paddle and takes them: its callers leave it out."""
-    if PADDLE_MAJOR >= 3:
+    where the op on `device` refuses them: Paddle 2 takes an in-place output
+    with no elements for one never given memory and raises after the op has
+    run, so there the op refuses it before any write (tensor_checks.h).
+    Paddle 3 and the guarded driver (no Paddle) take them."""
+    if device == GUARDED or _build.paddle_major() >= 3:
         return []
     return [a.name for a in sig.inputs if a.written and state[a.name].size == 0]
 
@@ -251,7 +247,7 @@ def outcome_mismatch(run_op, run_ref, state, device="cpu", field=False, sig=None
         ref_out, ref_err = run_ref(ref_state), None
     except ops.BadInputError as e:
         ref_out, ref_err = None, refusal_said(e, field)
-    empty = empty_written(sig, state) if sig is not None and device != GUARDED else []
+    empty = empty_written(sig, state, device) if sig is not None else []
     t = to_tensors(state, device)
     try:
         out, err = run_op(t), None

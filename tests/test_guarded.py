@@ -47,4 +47,3 @@ def test_a_mask_call_with_no_tokens_touches_no_output(skipped):
     s = _no_tokens(5, skipped)
     out = assert_mask_like_reference(s, GUARDED)
     assert out.shape == (0,)
-
