@@ -84,14 +84,19 @@ def runners(attrs) -> tuple:
              lambda r: reference.update_attn_mask_offsets(**r)))
 
 
+def preprocess_state(rng, bsz, attrs, extra_rows):
+    """A valid draft_model_preprocess state drawn for `attrs`' flags."""
+    return states.preprocess_state(rng, bsz, num_model_step=attrs["num_model_step"],
+                                   splitwise_prefill=attrs["splitwise_prefill"],
+                                   truncate_first_token=attrs["truncate_first_token"],
+                                   extra_rows=extra_rows)
+
+
 def bound_calls(rng, bsz, attrs, device, mask_cols) -> tuple:
     """Both ops on both sides of a bound in a fresh state of each (its own
     random stream: the other iterations' states stay as they were). Returns
     (whether every outcome matched the reference, op calls made)."""
-    k = attrs["num_model_step"]
-    s = states.preprocess_state(rng, bsz, num_model_step=k, extra_rows=1,
-                                splitwise_prefill=attrs["splitwise_prefill"],
-                                truncate_first_token=attrs["truncate_first_token"])
+    s = preprocess_state(rng, bsz, attrs, extra_rows=1)
     m = states.mask_state(rng, bsz, extra_rows=1, mask_cols=mask_cols)
     ok, calls = True, 0
     for state, fields, (run_op, run_ref) in zip((s, m), (PRE_FIELDS, MASK_FIELDS), runners(attrs)):
@@ -110,10 +115,7 @@ def narrow_calls(rng, bsz, attrs, device) -> tuple:
     columns (helpers.narrow_tables: a request's first column may lie past
     its row), one cell corrupted besides, from a random stream of its own.
     Returns (whether both outcomes matched the reference, op calls made)."""
-    k = attrs["num_model_step"]
-    s = states.preprocess_state(rng, bsz, num_model_step=k, extra_rows=int(rng.integers(2)),
-                                splitwise_prefill=attrs["splitwise_prefill"],
-                                truncate_first_token=attrs["truncate_first_token"])
+    s = preprocess_state(rng, bsz, attrs, extra_rows=int(rng.integers(2)))
     m = states.mask_state(rng, bsz, extra_rows=int(rng.integers(2)))
     ok = True
     sigs = (DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS)
@@ -144,8 +146,7 @@ def main():
         k = int(rng.integers(1, 6))
         attrs = dict(num_model_step=k, truncate_first_token=bool(rng.integers(2)),
                      splitwise_prefill=bool(rng.integers(2)), kvcache_scheduler_v1=bool(rng.integers(2)))
-        s = states.preprocess_state(rng, bsz, num_model_step=k, splitwise_prefill=attrs["splitwise_prefill"],
-                                    truncate_first_token=attrs["truncate_first_token"], extra_rows=1)
+        s = preprocess_state(rng, bsz, attrs, extra_rows=1)
         preprocess, mask = runners(attrs)
         if bad:
             corrupt(rng, s, PRE_FIELDS)
