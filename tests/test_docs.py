@@ -198,9 +198,10 @@ def stated_mutation_counts(page: str, readme: str) -> dict:
             counts[files] = int(cells[2])
     words = " ".join(readme.split())
     counts["cpu"] = int(re.search(r"each of (\d+) realistic bugs", words).group(1))
-    cuda, loop = re.search(r"`--device gpu` plants the CUDA driver's (\d+), and (\d+) in the "
-                           r"loop replayed from CUDA graphs", words).groups()
-    counts["gpu"] = int(cuda) + int(loop)
+    cuda, loop, paddle2 = re.search(r"`--device gpu` plants the CUDA driver's (\d+), (\d+) in "
+                                    r"the loop replayed from CUDA graphs, and (\d+) in a check "
+                                    r"only Paddle 2 compiles", words).groups()
+    counts["gpu"] = int(cuda) + int(loop) + int(paddle2)
     counts["gpu2"] = int(re.search(r"`--device gpu2` the (\d+)", words).group(1))
     return counts
 

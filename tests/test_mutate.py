@@ -26,14 +26,28 @@ def test_every_mutation_applies_to_todays_sources(m):
     assert m.old != m.new, m.name
 
 
-def in_cuda_branch(text: str, at: int) -> bool:
-    """Whether position `at` of a C++ source lies inside `#ifdef PADDLE_WITH_CUDA`
-    (up to its #else or #endif): code only a CUDA build compiles."""
-    opened = text.rfind("#ifdef PADDLE_WITH_CUDA", 0, at)
+def in_branch(text: str, at: int, opening: str) -> bool:
+    """Whether position `at` of a C++ source lies inside the last `opening`
+    directive before it (up to its #else or #endif)."""
+    opened = text.rfind(opening, 0, at)
     if opened < 0:
         return False
     ends = [text.find(d, opened) for d in ("#else", "#endif")]
     return at < min(e for e in ends if e >= 0)
+
+
+def in_cuda_branch(text: str, at: int) -> bool:
+    """Code only a CUDA build compiles."""
+    return in_branch(text, at, "#ifdef PADDLE_WITH_CUDA")
+
+
+# Code only a build against Paddle 2 compiles: the GPU machine's Paddle
+# (paddlepaddle-gpu 2.6.2), never CI's Paddle 3.
+PADDLE2_ONLY = "#if !defined(FASTDEPLOY_MTP_PADDLE_MAJOR) || FASTDEPLOY_MTP_PADDLE_MAJOR < 3"
+
+
+def in_paddle2_branch(text: str, at: int) -> bool:
+    return in_branch(text, at, PADDLE2_ONLY)
 
 
 @pytest.mark.parametrize("m", mutate.MUTATIONS, ids=NAMES)
@@ -45,13 +59,22 @@ def test_gpu_mutations_are_in_the_cuda_sources(m):
         text = (mutate.REPO / m.path).read_text()
         assert in_cuda_branch(text, text.index(m.old)), (m.name, m.path)
         return
-    gpu_only = Path(m.path).suffix in (".cu", ".cuh") or m.path in mutate.GPU_ONLY_PYTHON
+    text = (mutate.REPO / m.path).read_text()
+    gpu_only = (Path(m.path).suffix in (".cu", ".cuh") or m.path in mutate.GPU_ONLY_PYTHON
+                or in_paddle2_branch(text, text.index(m.old)))
     assert (m.device == "gpu") == gpu_only, (m.name, m.path, m.device)
 
 
 def test_a_cuda_branch_is_told_from_the_cpu_code():
     text = "a\n#ifdef PADDLE_WITH_CUDA\nb\n#else\nc\n#endif\nd\n"
     assert [in_cuda_branch(text, text.index(x)) for x in "abcd"] == [False, True, False, False]
+
+
+def test_a_paddle2_branch_is_told_from_the_code_around_it():
+    text = f"a\n{PADDLE2_ONLY}\nb\n#endif\nc\n"
+    assert [in_paddle2_branch(text, text.index(x)) for x in "abc"] == [False, True, False]
+    assert in_paddle2_branch((mutate.REPO / mutate.CHK).read_text(),
+                             (mutate.REPO / mutate.CHK).read_text().index("Paddle 2 refuses"))
 
 
 def test_a_mutation_that_is_not_there_does_not_apply(tmp_path):
