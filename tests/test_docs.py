@@ -1,7 +1,9 @@
 """The docs agree with the code where they restate it: the README's simulate
 options and each op's positional order, and docs/contract.md's inputs,
 dtypes, written marks and attributes, against the parser and
-fastdeploy_mtp/signature.py. A change to one must change the other."""
+fastdeploy_mtp/signature.py; the mutation counts against tests/mutate.py; and
+the README's "One step by hand" prints what the README shows. A change to one
+must change the other."""
 
 import argparse
 import re
@@ -240,3 +242,45 @@ def test_the_mutation_count_check_sees_a_row_and_a_device_miscounted():
     assert set(mutation_docs_mismatch(page, wrong_cpu)["differ"]) == {"cpu"}
     no_row = "\n".join(line for line in page.splitlines() if not line.startswith(row))
     assert mutation_docs_mismatch(no_row, readme)["unlisted"] == ["custom_ops/mtp_cpu.h"]
+
+
+# The README's "One step by hand" runs as printed: its python block, run in a
+# fresh interpreter, prints exactly the text block after it.
+
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+STEP_BY_HAND = "## One step by hand"
+
+
+def example_and_output(readme: str) -> tuple:
+    """The section's python block and the text block that follows it."""
+    section = readme.split(STEP_BY_HAND, 1)[1].split("\n## ", 1)[0]
+    code = re.findall(r"```python\n(.*?)```", section, re.S)
+    shown = re.findall(r"```text\n(.*?)```", section, re.S)
+    assert len(code) == 1 and len(shown) == 1, "one python block and one text block"
+    return code[0], shown[0]
+
+
+def run_example(code: str, folder: Path) -> str:
+    script = folder / "step_by_hand.py"
+    script.write_text(code)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       cwd=folder, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout
+
+
+def test_the_step_by_hand_prints_what_the_readme_shows(tmp_path):
+    code, shown = example_and_output(README.read_text())
+    assert run_example(code, tmp_path) == shown
+
+
+def test_the_step_by_hand_check_sees_the_old_behaviour(tmp_path):
+    """The decode node replaying the behaviour before the fix prints another
+    preset, so the comparison above would fail."""
+    code, shown = example_and_output(README.read_text())
+    old = code.replace('role="decode")', 'role="decode", without_fix=True)', 1)
+    assert old != code
+    printed = run_example(old, tmp_path)
+    assert printed != shown and "mask_rollback preset: 1\n" in printed
