@@ -247,6 +247,7 @@ def test_the_mutation_count_check_sees_a_row_and_a_device_miscounted():
 # The README's "One step by hand" runs as printed: its python block, run in a
 # fresh interpreter, prints exactly the text block after it.
 
+import os  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 
@@ -263,10 +264,16 @@ def example_and_output(readme: str) -> tuple:
 
 
 def run_example(code: str, folder: Path) -> str:
+    """`code`'s output in a fresh interpreter that imports this checkout's
+    fastdeploy_mtp (not an installed one: a mutant's copy, a device machine
+    with nothing installed)."""
     script = folder / "step_by_hand.py"
     script.write_text(code)
+    paths = [str(README.parent)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                                    if p]
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                       cwd=folder, timeout=300)
+                       cwd=folder, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=os.pathsep.join(paths)))
     assert r.returncode == 0, r.stderr[-2000:]
     return r.stdout
 
