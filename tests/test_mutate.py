@@ -55,13 +55,13 @@ def test_gpu_mutations_are_in_the_cuda_sources(m):
     """The GPU suite sees only what the CUDA build compiles, and the Python
     that runs on a GPU only; a CPU mutation of either would never be seen by
     the CPU suite. The two-GPU ones sit in the bindings' CUDA branches."""
-    if m.device == "gpu2":
-        text = (mutate.REPO / m.path).read_text()
-        assert in_cuda_branch(text, text.index(m.old)), (m.name, m.path)
-        return
     text = (mutate.REPO / m.path).read_text()
+    at = text.index(m.old)
+    if m.device == "gpu2":
+        assert in_cuda_branch(text, at), (m.name, m.path)
+        return
     gpu_only = (Path(m.path).suffix in (".cu", ".cuh") or m.path in mutate.GPU_ONLY_PYTHON
-                or in_paddle2_branch(text, text.index(m.old)))
+                or in_paddle2_branch(text, at))
     assert (m.device == "gpu") == gpu_only, (m.name, m.path, m.device)
 
 
@@ -73,8 +73,8 @@ def test_a_cuda_branch_is_told_from_the_cpu_code():
 def test_a_paddle2_branch_is_told_from_the_code_around_it():
     text = f"a\n{PADDLE2_ONLY}\nb\n#endif\nc\n"
     assert [in_paddle2_branch(text, text.index(x)) for x in "abc"] == [False, True, False]
-    assert in_paddle2_branch((mutate.REPO / mutate.CHK).read_text(),
-                             (mutate.REPO / mutate.CHK).read_text().index("Paddle 2 refuses"))
+    checks = (mutate.REPO / mutate.CHK).read_text()
+    assert in_paddle2_branch(checks, checks.index("Paddle 2 refuses"))
 
 
 def test_a_mutation_that_is_not_there_does_not_apply(tmp_path):
