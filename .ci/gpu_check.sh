@@ -12,7 +12,8 @@
 # simulator's closed loop with the ops on the GPU, and the benchmarks. Exits
 # non-zero if any step failed. SKIP_BENCH=1 skips the benchmarks,
 # SKIP_NUMPY_BENCH=1 the one against the numpy reference; BENCH_ROUNDS sets
-# bench-gpu's interleaved rounds (default 7).
+# bench-gpu's interleaved rounds (default 7); FUZZ_SEED gives the sanitizers'
+# fuzz runs other states than the default seed's (gpu_fuzz.py --seed).
 set -u
 OUT="${OUT:-$PWD/gpu-report}"
 mkdir -p "$OUT"
@@ -70,22 +71,23 @@ if ! step "error path raises" "raised" smoke; then
 fi
 step "registration check" "matches|DIFFER" python3 -m fastdeploy_mtp check
 step "pytest (CPU and GPU)" "passed|failed" python3 -m pytest -q -p no:cacheprovider tests
+fuzz=(python3 tests/gpu_fuzz.py --seed "${FUZZ_SEED:-2026}")
 step "memcheck over fuzz" "ERROR SUMMARY|gpu_fuzz" \
-  compute-sanitizer --tool memcheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 60
+  compute-sanitizer --tool memcheck --error-exitcode 3 "${fuzz[@]}" --iterations 60
 step "racecheck over fuzz" "HAZARD|RACECHECK SUMMARY|gpu_fuzz" \
-  compute-sanitizer --tool racecheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 4096
+  compute-sanitizer --tool racecheck --error-exitcode 3 "${fuzz[@]}" --iterations 10 --max-bsz 4096
 step "synccheck over fuzz" "ERROR SUMMARY|gpu_fuzz" \
-  compute-sanitizer --tool synccheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 8192
+  compute-sanitizer --tool synccheck --error-exitcode 3 "${fuzz[@]}" --iterations 10 --max-bsz 8192
 # Up to 512 requests: mostly the one-block and cluster launches (up to 16 blocks).
 step "racecheck over fuzz, bsz <= 512" "HAZARD|RACECHECK SUMMARY|gpu_fuzz" \
-  compute-sanitizer --tool racecheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 512
+  compute-sanitizer --tool racecheck --error-exitcode 3 "${fuzz[@]}" --iterations 10 --max-bsz 512
 step "synccheck over fuzz, bsz <= 512" "ERROR SUMMARY|gpu_fuzz" \
-  compute-sanitizer --tool synccheck --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 10 --max-bsz 512
+  compute-sanitizer --tool synccheck --error-exitcode 3 "${fuzz[@]}" --iterations 10 --max-bsz 512
 # Prompts of up to 2048 tokens: past 64, every thread of a prompt's block
 # checks and writes a share of it (a block barrier, shared memory).
 for tool in memcheck racecheck synccheck; do
   step "$tool over fuzz, prompts <= 2048 tokens" "ERROR SUMMARY|RACECHECK SUMMARY|HAZARD|gpu_fuzz" \
-    compute-sanitizer --tool $tool --error-exitcode 3 python3 tests/gpu_fuzz.py --iterations 12 \
+    compute-sanitizer --tool $tool --error-exitcode 3 "${fuzz[@]}" --iterations 12 \
     --max-bsz 600 --mask-cols 2048
 done
 # The closed loop on the GPU: the draft state and the ops there, the real

@@ -1,9 +1,10 @@
 """Fuzz run for compute-sanitizer: both ops on the GPU over random valid and
 corrupted states, each result compared with the numpy reference.
 
-python tests/gpu_fuzz.py [--iterations N] [--max-bsz B] [--mask-cols M]; exits 1 on any
-mismatch. --mask-cols gives attn_mask_offsets_full M columns, so prompts run to
-M tokens (past 64, a prompt is shared out among its block's threads).
+python tests/gpu_fuzz.py [--iterations N] [--max-bsz B] [--mask-cols M] [--seed S]; exits 1
+on any mismatch. --mask-cols gives attn_mask_offsets_full M columns, so prompts run to
+M tokens (past 64, a prompt is shared out among its block's threads). --seed draws
+other states than CI's runs (its default, 2026).
 Corrupted states get one random field of one request set to an extreme value;
 the op must then either refuse (leaving every tensor unchanged) or agree with
 the reference, and never touch memory outside a tensor (the sanitizer's part).
@@ -135,9 +136,10 @@ def main():
     p.add_argument("--max-bsz", type=int, default=2048)
     p.add_argument("--mask-cols", type=int, default=None)
     p.add_argument("--device", choices=["gpu", "cpu", GUARDED], default="gpu")
+    p.add_argument("--seed", type=int, default=2026)
     args = p.parse_args()
-    rng, bound_rng = np.random.default_rng(2026), np.random.default_rng(2027)
-    narrow_rng = np.random.default_rng(2028)
+    rng, bound_rng = np.random.default_rng(args.seed), np.random.default_rng(args.seed + 1)
+    narrow_rng = np.random.default_rng(args.seed + 2)
     counts = {"valid": 0, "corrupted": 0, "at a bound": 0, "narrow": 0, "hostile": 0,
               "mismatch": 0}
     for it in range(args.iterations):
