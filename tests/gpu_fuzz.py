@@ -174,7 +174,7 @@ def main():
         counts["mismatch"] += 0 if ok else 1
         if not ok:
             print(f"MISMATCH at iteration {it} (bsz {bsz}, attrs {attrs})", flush=True)
-    print(f"gpu_fuzz: {counts['valid']} valid, {counts['corrupted']} corrupted, "
+    print(f"gpu_fuzz: seed {args.seed}: {counts['valid']} valid, {counts['corrupted']} corrupted, "
           f"{counts['at a bound']} at a bound, {counts['narrow']} with narrow tables and "
           f"{counts['hostile']} hostile (None, overlap, grad) op calls, "
           f"{counts['mismatch']} mismatches", flush=True)
