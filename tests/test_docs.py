@@ -6,7 +6,10 @@ the README's "One step by hand" prints what the README shows. A change to one
 must change the other."""
 
 import argparse
+import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 from pathlib import Path
@@ -246,10 +249,6 @@ def test_the_mutation_count_check_sees_a_row_and_a_device_miscounted():
 
 # The README's "One step by hand" runs as printed: its python block, run in a
 # fresh interpreter, prints exactly the text block after it.
-
-import os  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
 
 STEP_BY_HAND = "## One step by hand"
 
