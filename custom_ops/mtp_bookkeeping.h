@@ -82,14 +82,13 @@ inline T load_now(const T* p) {
   X(kPreIdsWindowOutside, 5,                                                                    \
     "pre_ids: the {1} accepted tokens (accept_num) go to the columns before "                   \
     "base_model_step_idx = {0}, outside pre_ids' {2} columns")                                  \
-  X(kNegativeSeqLensDecoder, 6,                                                                 \
-    "seq_lens_decoder: the new value {0} is negative (seq_lens_decoder = {1}, "                 \
+  X(kSeqLensDecoderOutOfRange, 6,                                                               \
+    "seq_lens_decoder: the new value {0} leaves the int32 range (seq_lens_decoder = {1}, "      \
     "base_model_seq_lens_decoder = {2}, accept_num = {3})")                                     \
   X(kNegativeSeqLensEncoder, 7, "seq_lens_encoder: {0} is negative for a running request")      \
-  X(kNegativeStepIdx, 13,                                                                       \
-    "step_idx: the new value step_idx - (num_model_step - 1) = {0} - {1} is negative")          \
-  X(kNegativeResyncStepIdx, 18,                                                                 \
-    "step_idx: the new value base_model_step_idx - accept_num = {0} - {1} is negative")         \
+  X(kStepIdxOverflow, 13,                                                                       \
+    "step_idx: the new value step_idx - (num_model_step - 1) = {0} - {1} leaves the int64 "     \
+    "range")                                                                                    \
   X(kMaskRollbackOutOfRange, 14,                                                                \
     "mask_rollback: {0} + (seq_lens_decoder {1} - new seq_lens_decoder {2}) leaves the int32 "  \
     "range")                                                                                    \
@@ -99,13 +98,11 @@ inline T load_now(const T* p) {
     "cu_seqlens_q: the {1} tokens from {0} (cu_seqlens_q = {0}, seq_lens_this_time = {1}) lie " \
     "outside the {2} tokens of ids_remove_padding")                                             \
   X(kTokensPastNextRequest, 19,                                                                 \
-    "cu_seqlens_q: the {1} tokens from {0} run past the next request's first token "            \
-    "cu_seqlens_q[i+1] = {2}; cu_seqlens_q must not decrease and requests' tokens must not "    \
-    "overlap")                                                                                  \
+    "cu_seqlens_q: the {1} tokens from {0} run past the next request's first token {2} "        \
+    "(cu_seqlens_q[i+1], or the token total after its last entry); cu_seqlens_q must not "      \
+    "decrease and requests' tokens must not overlap")                                           \
   X(kTokensPastMaskFull, 10,                                                                    \
     "attn_mask_offsets_full: seq_lens_this_time = {0} prompt tokens, but it has {1} columns")    \
-  X(kTokensPastDecodeStates, 11,                                                                \
-    "decode_states: seq_lens_this_time = {0} tokens, but it has {1} columns")                   \
   X(kNegativeLength, 12,                                                                        \
     "seq_lens_encoder / seq_lens_decoder: {0} / {1}, lengths must not be negative")             \
   X(kMaskFullOutOfRange, 15,                                                                    \
@@ -125,6 +122,7 @@ enum Check : int32_t {
 
 constexpr int64_t kInt32Max = 2147483647;
 constexpr int64_t kInt32Min = -kInt32Max - 1;
+constexpr int64_t kInt64Min = -9223372036854775807LL - 1;
 
 struct Failure {
   int32_t code;
@@ -186,12 +184,13 @@ struct PreprocessPlan {
   int32_t accepted;         // tokens copied into draft_tokens and pre_ids (decode)
   int64_t pre_ids_end;      // base_model_step_idx: accepted tokens go to [end - accepted, end)
   int32_t old_decoder;
-  int32_t old_rollback;     // mask_rollback before this step
+  // What this step's change of seq_lens_decoder is added to: mask_rollback as
+  // it was, but 0 for a prefill (plan_first_token).
+  int32_t old_rollback;
   // step_idx becomes step_from - step_minus: the old value minus 0 but for a
   // decode plan, whose subtraction check_preprocess has seen cannot go below 0.
   int64_t step_from;
   int64_t step_minus;
-  bool recovering;          // the draft re-syncs from the base model
 };
 
 // Normal mode forgets the base model's drafts past column 0 for every request
@@ -200,8 +199,14 @@ MTP_HD bool clears_base_draft(const PreprocessAttrs& a) { return !a.splitwise_pr
 
 // In 64 bits, so E + 1 cannot wrap; the narrowing to int32 is used only once
 // check_preprocess has seen the column below INT32_MAX.
+//
+// A prefill starts the request's mask history afresh: the insert set its
+// cursor from the prompt, so a rollback left in the slot belongs to an earlier
+// request (one that finished with its KV positions pending) and is dropped.
+// FastDeploy's own inserts of a new prompt never write mask_rollback.
 MTP_HD void plan_first_token(PreprocessPlan& p, int32_t E, bool truncate) {
   p.prefill = true;
+  p.old_rollback = 0;
   p.first_token_col = truncate ? (int64_t)E - 1 : (int64_t)E;
   p.this_time = (int32_t)(p.first_token_col + 1);
 }
@@ -260,7 +265,6 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const Preproce
   p.pre_ids_end = 0;
   p.step_from = r.step_idx;
   p.step_minus = 0;
-  p.recovering = false;
 
   if (a.splitwise_prefill) {
     if (E > 0) {
@@ -300,7 +304,6 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const Preproce
   if (p.stop_flag) {
     // The draft stopped while the base model went on: re-sync from the base.
     p.stop_flag = false;
-    p.recovering = true;
     p.decoder = (int64_t)r.base_decoder - acc;
     p.step_from = r.base_step_idx;
     p.step_minus = acc;
@@ -369,8 +372,13 @@ MTP_HD uint32_t preprocess_failures(const PreprocessTensors& t, const Preprocess
       // forming end - acc.
       bit(decode & (acc > 0) & ((p.pre_ids_end < acc) | (p.pre_ids_end > t.pre_cols)),
           kDecodePreIdsWindow) |
-      bit(decode & (p.decoder < 0), kDecodeDecoder) |
-      bit(decode & (p.step_from < p.step_minus), kDecodeStepIdx) |
+      // The new lengths and steps only need to be representable: a negative
+      // one (FastDeploy's decode-node preset for k >= 3 gives a transient
+      // negative step_idx) is written as it is, and is the business of the
+      // op that reads it next. step_minus is k-1 or accept_num; a negative
+      // accept_num is refused above, and so is one past base_model_step_idx.
+      bit(decode & ((p.decoder < kInt32Min) | (p.decoder > kInt32Max)), kDecodeDecoder) |
+      bit(decode & (p.step_minus > 0) & (p.step_from < kInt64Min + p.step_minus), kDecodeStepIdx) |
       // Every plan: the new mask_rollback stays an int32 (one compare).
       bit((uint64_t)(r - kInt32Min) > (uint64_t)(kInt32Max - kInt32Min), kRollbackRange);
 }
@@ -386,10 +394,8 @@ MTP_HD Failure check_preprocess(const PreprocessTensors& t, const PreprocessPlan
   if (f & kDecodeAcceptNum) return fail(kAcceptNumOutOfRange, acc, t.accept_cols, t.draft_cols);
   if (f & kDecodePreIdsWindow) return fail(kPreIdsWindowOutside, p.pre_ids_end, acc, t.pre_cols);
   if (f & kDecodeDecoder)
-    return fail(kNegativeSeqLensDecoder, p.decoder, p.old_decoder, t.base_seq_lens_decoder[i], acc);
-  if (f & kDecodeStepIdx)
-    return fail(p.recovering ? kNegativeResyncStepIdx : kNegativeStepIdx, p.step_from,
-                p.step_minus);
+    return fail(kSeqLensDecoderOutOfRange, p.decoder, p.old_decoder, t.base_seq_lens_decoder[i], acc);
+  if (f & kDecodeStepIdx) return fail(kStepIdxOverflow, p.step_from, p.step_minus);
   if (f & kRollbackRange)
     return fail(kMaskRollbackOutOfRange, p.old_rollback, p.old_decoder, p.decoder);
   return ok();
@@ -475,6 +481,10 @@ struct MaskTensors {
   const int32_t* seq_lens_encoder;
   const int32_t* seq_lens_decoder;
   const int32_t* cu_seqlens_q;
+  // cu_seqlens_q's entries: bsz + 1 (prefix sums with the total last) or bsz
+  // (FastDeploy's own tests pass those); past the last, the next request's
+  // first token is num_tokens.
+  int64_t cu_entries;
   const int32_t* mask_full;  int64_t mask_full_cols;
   int32_t* mask_decoder;
   const bool* is_block_step;
@@ -491,7 +501,7 @@ struct MaskPlan {
   int32_t branch;
   int32_t q;     // first token of the request in the packed batch
   int32_t n;     // its tokens this substep
-  int32_t next;  // the next request's first token, cu_seqlens_q[i + 1]
+  int64_t next;  // the next request's first token: cu_seqlens_q[i + 1], or T past the last entry
   int32_t encoder, decoder;  // seq_lens_encoder, seq_lens_decoder
   int32_t cursor, rollback;  // attn_mask_offsets_decoder, mask_rollback
 };
@@ -503,7 +513,7 @@ MTP_HD MaskPlan plan_mask(const MaskTensors& t, int64_t i) {
   const int32_t state0 = load_now(t.decode_states + i * t.decode_states_cols);
   const bool block_step = load_now(t.is_block_step + i);
   p.q = load_now(t.cu_seqlens_q + i);
-  p.next = load_now(t.cu_seqlens_q + i + 1);
+  p.next = i + 1 < t.cu_entries ? (int64_t)load_now(t.cu_seqlens_q + i + 1) : t.num_tokens;
   p.n = load_now(t.seq_lens_this_time + i);
   p.encoder = E;
   p.decoder = S;
@@ -529,7 +539,6 @@ enum MaskRequestCheck : uint32_t {
   kTokensInIds = 1u << 2,
   kPromptColumns = 1u << 3,
   kVisionEnd = 1u << 4,
-  kDecodeColumns = 1u << 5,
   kDecodeCursor = 1u << 6,
   kDecodeEnd = 1u << 7,
   kTokensBeforeNext = 1u << 8,
@@ -556,7 +565,6 @@ MTP_HD uint32_t mask_request_failures(const MaskTensors& t, const MaskPlan& p) {
          bit((int64_t)p.q + tokens_written(p) > p.next, kTokensBeforeNext) |
          bit((p.branch == kPrompt) & (p.n > t.mask_full_cols), kPromptColumns) |
          bit((p.branch == kVisionGeneration) & ((int64_t)p.decoder + p.n > kInt32Max), kVisionEnd) |
-         bit(decode & (p.n > 1) & (p.n > t.decode_states_cols), kDecodeColumns) |
          bit(decode & (cursor < 0), kDecodeCursor) |
          bit(decode & (cursor + p.n > kInt32Max), kDecodeEnd);
 }
@@ -569,7 +577,6 @@ MTP_HD Failure check_mask_request(const MaskTensors& t, const MaskPlan& p, int64
   if (f & kTokensBeforeNext) return fail(kTokensPastNextRequest, p.q, tokens_written(p), p.next);
   if (f & kPromptColumns) return fail(kTokensPastMaskFull, p.n, t.mask_full_cols);
   if (f & kVisionEnd) return fail(kMaskCursorOverflow, p.decoder, p.n);
-  if (f & kDecodeColumns) return fail(kTokensPastDecodeStates, p.n, t.decode_states_cols);
   if (f & kDecodeCursor) return fail(kNegativeMaskCursor, p.cursor, p.rollback);
   if (f & kDecodeEnd) return fail(kMaskCursorOverflow, wide_cursor(p), p.n);
   return ok();
@@ -639,11 +646,17 @@ MTP_HD int32_t mask_token_end(const MaskTensors& t, const MaskPlan& p, int64_t i
   return decode_token_end(mask_cursor(p), j);
 }
 
-// Column j of a decode request's decode_states when it feeds n > 1 tokens.
-MTP_HD bool writes_decode_states(const MaskPlan& p) { return p.branch == kDecode && p.n > 1; }
+// Every decode request rewrites its row of decode_states, as FastDeploy's
+// kernel does: a column of one of its n tokens becomes 0 but keeps a 1 (another
+// multimodal mode's mark), every later column -1. Only the row's own columns
+// are written, so n may exceed them.
+MTP_HD bool writes_decode_states(const MaskPlan& p) { return p.branch == kDecode; }
+MTP_HD int32_t decode_state(int32_t old, int64_t j, int32_t n) {
+  return j < n ? (old == 1 ? 1 : 0) : -1;
+}
 MTP_HD void write_decode_state(const MaskTensors& t, const MaskPlan& p, int64_t i, int64_t j) {
   int32_t* states = t.decode_states + i * t.decode_states_cols;
-  states[j] = j < p.n ? 0 : -1;
+  states[j] = decode_state(states[j], j, p.n);
 }
 
 // After its tokens: a decode request's cursor has consumed the rollback and

@@ -10,7 +10,7 @@
 #define MTP_DRAFT_MODEL_PREPROCESS_INPLACE {"draft_tokens", "draft_tokens_out"}, {"input_ids", "input_ids_out"}, {"stop_flags", "stop_flags_out"}, {"seq_lens_this_time", "seq_lens_this_time_out"}, {"seq_lens_encoder", "seq_lens_encoder_out"}, {"seq_lens_decoder", "seq_lens_decoder_out"}, {"step_idx", "step_idx_out"}, {"not_need_stop", "not_need_stop_out"}, {"is_block_step", "is_block_step_out"}, {"batch_drop", "batch_drop_out"}, {"pre_ids", "pre_ids_out"}, {"mask_rollback", "mask_rollback_out"}, {"base_model_draft_tokens", "base_model_draft_tokens_out"}
 
 #define MTP_UPDATE_ATTN_MASK_OFFSETS_INPUTS "ids_remove_padding", "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "cu_seqlens_q", "attn_mask_offsets_full", "attn_mask_offsets_decoder", "is_block_step", "decode_states", "mask_rollback"
-#define MTP_UPDATE_ATTN_MASK_OFFSETS_OUTPUTS "attn_mask_offsets", "attn_mask_offsets_decoder_out", "decode_states_out", "mask_rollback_out"
+#define MTP_UPDATE_ATTN_MASK_OFFSETS_OUTPUTS "attn_mask_offsets", "decode_states_out", "mask_rollback_out", "attn_mask_offsets_decoder_out"
 #define MTP_UPDATE_ATTN_MASK_OFFSETS_INPLACE {"attn_mask_offsets_decoder", "attn_mask_offsets_decoder_out"}, {"decode_states", "decode_states_out"}, {"mask_rollback", "mask_rollback_out"}
 
 #define MTP_RAISE_PENDING_ERRORS_INPUTS "x"

@@ -30,7 +30,8 @@ std::vector<paddle::Tensor> UpdateAttnMaskOffsets(
   c.vector(seq_lens_this_time, "seq_lens_this_time", DataType::INT32, bsz);
   c.vector(seq_lens_encoder, "seq_lens_encoder", DataType::INT32, bsz);
   c.vector(seq_lens_decoder, "seq_lens_decoder", DataType::INT32, bsz);
-  c.flat(cu_seqlens_q, "cu_seqlens_q", DataType::INT32, bsz + 1);
+  // bsz + 1 prefix sums, or bsz (the last request then ends at the token total).
+  c.flat(cu_seqlens_q, "cu_seqlens_q", DataType::INT32, bsz);
   const int64_t full_cols =
       c.matrix(attn_mask_offsets_full, "attn_mask_offsets_full", DataType::INT32, bsz);
   c.vector(attn_mask_offsets_decoder, "attn_mask_offsets_decoder", DataType::INT32, bsz, W);
@@ -48,6 +49,7 @@ std::vector<paddle::Tensor> UpdateAttnMaskOffsets(
   t.seq_lens_encoder = seq_lens_encoder.data<int32_t>();
   t.seq_lens_decoder = seq_lens_decoder.data<int32_t>();
   t.cu_seqlens_q = cu_seqlens_q.data<int32_t>();
+  t.cu_entries = cu_seqlens_q.numel();
   t.mask_full = attn_mask_offsets_full.data<int32_t>();
   t.mask_full_cols = full_cols;
   t.mask_decoder = attn_mask_offsets_decoder.data<int32_t>();

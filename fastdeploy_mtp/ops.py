@@ -287,7 +287,8 @@ def draft_model_preprocess(
     ``num_model_step - 1`` positions and re-feed the accepted tokens, recover a
     stopped draft from the base model, park or drop it on a block step, and add
     the change of ``seq_lens_decoder`` to ``mask_rollback`` so
-    :func:`update_attn_mask_offsets` rolls the mask cursor back by as much.
+    :func:`update_attn_mask_offsets` rolls the mask cursor back by as much (a
+    prefill sets it to 0: a new request's mask starts afresh).
     ``not_need_stop[0]`` becomes whether any request runs. With
     ``not_need_stop`` on the CPU the call returns once the flag is there.
 
@@ -325,9 +326,15 @@ def update_attn_mask_offsets(
     ``ids_remove_padding``): the odd entry of each token of a prompt request is
     ``attn_mask_offsets_full[i, j] + 1`` (``seq_lens_decoder + n`` in vision
     generation); a decode request first consumes ``mask_rollback`` from its
-    cursor ``attn_mask_offsets_decoder``, then numbers its tokens from it. All
-    other entries are 0. Updates ``attn_mask_offsets_decoder``,
-    ``decode_states`` and ``mask_rollback`` in place.
+    cursor ``attn_mask_offsets_decoder``, then numbers its tokens from it, and
+    rewrites its row of ``decode_states`` (0 for each of its tokens' columns, a
+    1 kept; -1 after them). All other entries are 0. Updates
+    ``attn_mask_offsets_decoder``, ``decode_states`` and ``mask_rollback`` in
+    place. ``cu_seqlens_q`` may hold ``bsz + 1`` prefix sums or ``bsz`` (the
+    last request then ends at ``T``).
+
+    The raw op returns ``[attn_mask_offsets, decode_states, mask_rollback,
+    attn_mask_offsets_decoder]``, FastDeploy's three first in its order.
     Raises :class:`BadInputError`, changing nothing, on bad input.
     """
     tensors = (

@@ -18,6 +18,7 @@ from .ops import BadInputError
 
 INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
+INT64_MIN = -(2**63)
 
 
 def _bad(op: str, i: int, field: str, detail: str) -> BadInputError:
@@ -53,10 +54,11 @@ def draft_model_preprocess(
     # Pass 1: decide each request's branch and check what it will touch.
     plans = []
 
-    def check_rollback(i, new_S):
-        r = int(rollback[i]) + int(dec[i]) - new_S
+    def check_rollback(i, new_S, carried=None):
+        carried = int(rollback[i]) if carried is None else carried
+        r = carried + int(dec[i]) - new_S
         if not INT32_MIN <= r <= INT32_MAX:
-            raise _bad(op, i, "mask_rollback", f"{int(rollback[i])} + ({int(dec[i])} - {new_S}) "
+            raise _bad(op, i, "mask_rollback", f"{carried} + ({int(dec[i])} - {new_S}) "
                        "leaves int32")
 
     for i in range(bsz):
@@ -79,7 +81,9 @@ def draft_model_preprocess(
                 raise _bad(op, i, "input_ids", f"first token column {col} >= {L} columns")
             if not splitwise_prefill and P < 1:
                 raise _bad(op, i, "pre_ids", f"has {P} columns, no column 0")
-            check_rollback(i, S)
+            # A prefill starts a new mask history: a rollback left in the
+            # slot by an earlier request is dropped.
+            check_rollback(i, S, carried=0)
             plan["col"] = col
         elif running:
             a = int(acc_num[i])
@@ -94,10 +98,11 @@ def draft_model_preprocess(
                 new_S, new_step = int(base_dec[i]) - a, int(base_step[i]) - a
             else:
                 new_S, new_step = S - (k - 1), int(step[i]) - (k - 1)
-            if new_S < 0:
-                raise _bad(op, i, "seq_lens_decoder", f"new value {new_S} is negative")
-            if new_step < 0:
-                raise _bad(op, i, "step_idx", f"new value {new_step} is negative")
+            # Only representable: a negative new length or step is written as it is.
+            if not INT32_MIN <= new_S <= INT32_MAX:
+                raise _bad(op, i, "seq_lens_decoder", f"new value {new_S} leaves int32")
+            if new_step < INT64_MIN:
+                raise _bad(op, i, "step_idx", f"new value {new_step} leaves int64")
             check_rollback(i, new_S)
             plan.update(a=a, first=first, new_S=new_S, new_step=new_step)
         else:
@@ -124,6 +129,7 @@ def draft_model_preprocess(
                 pre_ids[i, 0] = t
             input_ids[i, plan["col"]] = t
             this_time[i] = E if truncate_first_token else E + 1
+            rollback[i] = 0
         elif plan["running"]:
             if kvcache_scheduler_v1 and not base_block[i] and block[i]:
                 block[i] = False
@@ -142,6 +148,7 @@ def draft_model_preprocess(
         any_running |= plan["running"]
         # In Python integers: check_rollback has seen the sum fit int32, but
         # the change alone may not (an old seq_lens_decoder near INT32_MIN).
+        # (A prefill's change is 0, added to the 0 it set.)
         rollback[i] = int(rollback[i]) + S_old - int(dec[i])
     not_need_stop.reshape(-1)[0] = any_running
 
@@ -157,8 +164,14 @@ def update_attn_mask_offsets(
                attn_mask_offsets_decoder, mask_rollback))
     cu = cu_seqlens_q.reshape(-1)
     T = ids_remove_padding.shape[0]
+
+    def next_first(i):
+        """The next request's first token: cu[i+1], or T past cu's last entry
+        (cu may have bsz entries, as FastDeploy's own tests pass it)."""
+        return int(cu[i + 1]) if i + 1 < cu.shape[0] else T
+
     bsz = n_all.shape[0]
-    M, Ds = attn_mask_offsets_full.shape[1], decode_states.shape[1]
+    M = attn_mask_offsets_full.shape[1]
 
     def skipped(i):
         return bool(block[i]) or (enc[i] == 0 and dec[i] == 0)
@@ -166,7 +179,7 @@ def update_attn_mask_offsets(
     for i in range(bsz):
         # Requests' tokens are [cu[i], cu[i+1]) at most, cu never decreasing:
         # no two requests write one token. A skipped request writes none.
-        nxt = int(cu[i + 1])
+        nxt = next_first(i)
         if skipped(i):
             if int(cu[i]) > nxt:
                 raise _bad(op, i, "cu_seqlens_q", f"{int(cu[i])} > next {nxt}")
@@ -192,8 +205,6 @@ def update_attn_mask_offsets(
             if S + n > INT32_MAX:
                 raise _bad(op, i, "attn_mask_offsets", f"{S} + {n} past int32")
         else:
-            if n > 1 and n > Ds:
-                raise _bad(op, i, "decode_states", f"{n} tokens > {Ds} columns")
             c = int(cursor[i]) - int(rollback[i])
             if c < 0:
                 raise _bad(op, i, "attn_mask_offsets_decoder", f"{int(cursor[i])} - "
@@ -218,7 +229,8 @@ def update_attn_mask_offsets(
             for j in range(n):
                 out[(q + j) * 2 + 1] = cursor[i] + 1 + j
             cursor[i] += n
-            if n > 1:
-                decode_states[i, :n] = 0
-                decode_states[i, n:] = -1
+            # Every decode request: its tokens' columns 0 (a 1 is kept), the rest -1.
+            row = decode_states[i]
+            row[:n] = np.where(row[:n] == 1, 1, 0)
+            row[n:] = -1
     return out

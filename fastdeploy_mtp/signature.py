@@ -44,6 +44,10 @@ class OpSignature:
     attrs: Tuple[AttrArg, ...]
     # Outputs that are new tensors (not in place), listed before the in-place ones.
     fresh_outputs: Tuple[str, ...] = ()
+    # The written inputs whose in-place outputs come first, in this order (the
+    # order FastDeploy registers); the other written inputs' follow in input
+    # order. Empty: all in input order.
+    written_first: Tuple[str, ...] = ()
 
     @property
     def input_names(self) -> Tuple[str, ...]:
@@ -59,7 +63,8 @@ class OpSignature:
 
     @property
     def output_names(self) -> Tuple[str, ...]:
-        return self.fresh_outputs + tuple(f"{n}_out" for n in self.written)
+        rest = tuple(n for n in self.written if n not in self.written_first)
+        return self.fresh_outputs + tuple(f"{n}_out" for n in self.written_first + rest)
 
     @property
     def inplace_map(self) -> Dict[str, str]:
@@ -121,7 +126,7 @@ UPDATE_ATTN_MASK_OFFSETS = OpSignature(
         TensorArg("seq_lens_this_time", _i32, False, "[bsz] tokens this substep; defines bsz"),
         TensorArg("seq_lens_encoder", _i32, False, "[N]"),
         TensorArg("seq_lens_decoder", _i32, False, "[N]"),
-        TensorArg("cu_seqlens_q", _i32, False, "[bsz+1] prefix sums of seq_lens_this_time"),
+        TensorArg("cu_seqlens_q", _i32, False, "[bsz+1] prefix sums of seq_lens_this_time, or [bsz]"),
         TensorArg("attn_mask_offsets_full", _i32, False, "[N, max_model_len] prompt mask offsets"),
         TensorArg("attn_mask_offsets_decoder", _i32, True, "[N] mask cursor"),
         TensorArg("is_block_step", _b, False, "[N]"),
@@ -130,6 +135,9 @@ UPDATE_ATTN_MASK_OFFSETS = OpSignature(
     ),
     attrs=(),
     fresh_outputs=("attn_mask_offsets",),
+    # FastDeploy's outputs, in its order; the cursor, which FastDeploy writes
+    # without declaring it, is declared too, after them.
+    written_first=("decode_states", "mask_rollback"),
 )
 
 # Not a FastDeploy op: the explicit check for errors that asynchronous GPU

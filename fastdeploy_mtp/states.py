@@ -149,13 +149,14 @@ def mask_state(
     mask_cols: Optional[int] = None,
     branches: Optional[Sequence[str]] = None,
     prompt_tokens: Optional[int] = None,
+    short_cu: bool = False,
 ) -> State:
     """A valid input of update_attn_mask_offsets for `bsz` requests (`mask_cols`:
     the columns of attn_mask_offsets_full, which bound a prompt's tokens;
     random in [4, 48) unless given). Each request's branch (MASK_BRANCHES) is
     drawn unless `branches` names them, and a prompt's tokens in [0, mask_cols]
     unless `prompt_tokens` says; what is not given is drawn as always, in the
-    same order."""
+    same order. `short_cu`: cu_seqlens_q of bsz entries instead of bsz + 1."""
     N = bsz + extra_rows
     M = int(rng.integers(4, 48))   # attn_mask_offsets_full columns (max_model_len)
     if mask_cols is not None:
@@ -170,7 +171,8 @@ def mask_state(
     dec = rng.integers(0, 300, N).astype(i32)
     block = np.zeros(N, bool)
     n = np.zeros(bsz, i32)
-    states = rng.integers(-1, 3, (N, Ds)).astype(i32)
+    # Every value class: -1, 0, 1 (kept by a decode), 2 (vision generation), 3.
+    states = rng.integers(-1, 4, (N, Ds)).astype(i32)
     decode_rows = []
     for i in range(bsz):
         if branches is None:
@@ -195,7 +197,8 @@ def mask_state(
                 states[i, 0] = 0
         else:  # decode
             dec[i] = rng.integers(1, 300)
-            n[i] = rng.integers(0, Ds + 1) if rng.random() < 0.7 else 1
+            # Up to one past decode_states' columns (only the row's own are written).
+            n[i] = rng.integers(0, Ds + 2) if rng.random() < 0.7 else 1
             decode_rows.append(i)
     cu = np.zeros(bsz + 1, i32)
     cu[1:] = np.cumsum(n)
@@ -218,6 +221,8 @@ def mask_state(
         r = int(s["mask_rollback"][i])
         low = max(r, 0)
         s["attn_mask_offsets_decoder"][i] = low if rng.random() < 0.2 else rng.integers(low, 400)
+    if short_cu:  # bsz entries, as FastDeploy's tests pass it: the last ends at T
+        s["cu_seqlens_q"] = cu[:bsz].copy()
     if column_vectors:
         for t in UPDATE_ATTN_MASK_OFFSETS.inputs:
             if s[t.name].ndim == 1 and t.name not in ("ids_remove_padding", "cu_seqlens_q"):

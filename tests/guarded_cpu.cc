@@ -206,6 +206,7 @@ Outcome run_mask(const std::vector<Arg>& args, bool at_end) {
   t.seq_lens_encoder = r.ptr<int32_t>("seq_lens_encoder");
   t.seq_lens_decoder = r.ptr<int32_t>("seq_lens_decoder");
   t.cu_seqlens_q = r.ptr<int32_t>("cu_seqlens_q");
+  t.cu_entries = r.rows("cu_seqlens_q") * r.cols("cu_seqlens_q");
   t.mask_full = r.ptr<int32_t>("attn_mask_offsets_full");
   t.mask_full_cols = r.cols("attn_mask_offsets_full");
   t.mask_decoder = r.ptr<int32_t>("attn_mask_offsets_decoder");

@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   t.seq_lens_encoder = encoder;
   t.seq_lens_decoder = decoder_len;
   t.cu_seqlens_q = cu;
+  t.cu_entries = 2;
   t.mask_decoder = cursor;
   t.is_block_step = block;
   t.mask_rollback = rollback;

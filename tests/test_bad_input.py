@@ -69,15 +69,17 @@ def break_pre_ids_past_end(s, i, k):
     s["base_model_step_idx"][i] = s["pre_ids"].shape[1] + 1
 
 
-def break_rollback_below_zero(s, i, k):
+def break_rollback_below_int32(s, i, k):
+    # The rollback S - (k-1) one below INT32_MIN (k >= 2).
     decode_request(s, i, k)
-    s["seq_lens_decoder"][i] = k - 2
+    s["seq_lens_decoder"][i] = -(2**31) + k - 2
 
 
-def break_recovery_below_zero(s, i, k):
+def break_recovery_below_int32(s, i, k):
+    # The re-sync's base_model_seq_lens_decoder - accept_num one below INT32_MIN.
     decode_request(s, i, k, a=2)
     s["stop_flags"][i] = True
-    s["base_model_seq_lens_decoder"][i] = 1
+    s["base_model_seq_lens_decoder"][i] = -(2**31) + 1
 
 
 def break_negative_encoder(s, i, k):
@@ -91,8 +93,10 @@ PREPROCESS_CASES = {
     "accept_num negative": (break_accept_num_negative, "accept_num"),
     "pre_ids window before column 0": (break_pre_ids_before_start, "pre_ids"),
     "pre_ids window past the end": (break_pre_ids_past_end, "pre_ids"),
-    "rollback makes seq_lens_decoder negative": (break_rollback_below_zero, "seq_lens_decoder"),
-    "recovery makes seq_lens_decoder negative": (break_recovery_below_zero, "seq_lens_decoder"),
+    "rollback takes seq_lens_decoder below int32": (break_rollback_below_int32,
+                                                     "seq_lens_decoder"),
+    "recovery takes seq_lens_decoder below int32": (break_recovery_below_int32,
+                                                    "seq_lens_decoder"),
     "running request with negative seq_lens_encoder": (break_negative_encoder, "seq_lens_encoder"),
 }
 
@@ -291,10 +295,6 @@ def break_prompt_past_full(s, i):
     s["decode_states"][i, 0] = 0
 
 
-def break_decode_past_states(s, i):
-    decode_mask_request(s, i, s["decode_states"].shape[1] + 1)
-
-
 def break_negative_decoder(s, i):
     decode_mask_request(s, i, 1)
     s["seq_lens_decoder"][i] = -4
@@ -306,7 +306,6 @@ MASK_CASES = {
     "tokens past the next request's first": (break_overlap_next, "cu_seqlens_q"),
     "cu_seqlens_q decreasing at a skipped request": (break_decreasing_at_skipped, "cu_seqlens_q"),
     "prompt longer than attn_mask_offsets_full": (break_prompt_past_full, "attn_mask_offsets_full"),
-    "decode tokens past decode_states": (break_decode_past_states, "decode_states"),
     "negative seq_lens_decoder": (break_negative_decoder, "seq_lens_encoder"),
 }
 
@@ -350,7 +349,7 @@ def test_mask_static_checks(device, name, fault):
     elif name == "seq_lens_this_time":
         pytest.skip("seq_lens_this_time defines bsz")
     elif name == "cu_seqlens_q":
-        s[name] = s[name][:BSZ].copy()
+        s[name] = s[name][: BSZ - 1].copy()  # bsz entries are taken; one fewer is not
         expect = "at least"
     else:
         s[name] = s[name][: BSZ - 1].copy()

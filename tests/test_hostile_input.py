@@ -78,8 +78,16 @@ def test_issue_reproducer_int64_min_step(device, victim):
 
 PREPROCESS_LIMITS = {
     # field, value, the refused field (None: valid, must equal the reference)
-    "step_idx below k-1": ("step_idx", 1, "step_idx"),
+    # A negative new step or length that is representable is written as it is
+    # (FastDeploy's decode-node preset step_idx = 1 with k = 3).
+    "step_idx below k-1": ("step_idx", 1, None),
+    "step_idx at the int64 floor": ("step_idx", I64_MIN + 2, None),
+    "step_idx one past the int64 floor": ("step_idx", I64_MIN + 1, "step_idx"),
     "step_idx int64 min": ("step_idx", I64_MIN, "step_idx"),
+    "seq_lens_decoder below k-1": ("seq_lens_decoder", 1, None),
+    "seq_lens_decoder at the int32 floor": ("seq_lens_decoder", I32_MIN + 2, None),
+    "seq_lens_decoder one past the int32 floor": ("seq_lens_decoder", I32_MIN + 1,
+                                                  "seq_lens_decoder"),
     "step_idx int64 max": ("step_idx", I64_MAX, None),
     "base step int64 max": ("base_model_step_idx", I64_MAX, "pre_ids"),
     "base step int64 min": ("base_model_step_idx", I64_MIN, "pre_ids"),
@@ -110,14 +118,16 @@ def test_preprocess_limits_at_every_position(device, case, bsz, where):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_recovery_to_a_negative_step_is_refused(device):
+def test_recovery_to_a_negative_step_is_written(device):
     s = decode_batch(3, k=2)
     s["stop_flags"][2] = True  # recovers: step_idx = base_model_step_idx - accept_num
     s["base_model_seq_lens_decoder"][2] = 40
     s["accept_num"][2] = 0
     s["base_model_step_idx"][2] = -1
-    refused(lambda t: preprocess(t, k=2), to_tensors(s, device), s,
-            "request 2: step_idx: the new value base_model_step_idx - accept_num = -1 - 0")
+    t = to_tensors(s, device)
+    preprocess(t, k=2)
+    assert int(t["step_idx"].numpy().reshape(-1)[2]) == -1
+    assert int(t["seq_lens_decoder"].numpy().reshape(-1)[2]) == 40
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -95,8 +95,10 @@ def assert_preprocess_properties(s, o, attrs):
             if not parked:
                 assert o_["is_block_step"][i] == (i_["is_block_step"][i] and not
                                                   (v1 and not base_block)), where
-        # The rule: mask_rollback takes up exactly the change of seq_lens_decoder.
-        assert int(o_["mask_rollback"][i]) - int(i_["mask_rollback"][i]) == S - new_S, where
+        # The rule: mask_rollback takes up exactly the change of seq_lens_decoder,
+        # but a prefill starts afresh from 0.
+        carried = 0 if running and E > 0 else int(i_["mask_rollback"][i])
+        assert int(o_["mask_rollback"][i]) - carried == S - new_S, where
         for name, cols in untouched.items():
             cols = sorted(cols)
             np.testing.assert_array_equal(o[name][i, cols], s[name][i, cols],
@@ -151,13 +153,11 @@ def assert_mask_properties(s, out, o):
             np.testing.assert_array_equal(rows, c + 1 + np.arange(n), err_msg=where)
             assert vec(o["attn_mask_offsets_decoder"])[i] == c + n, where
             assert vec(o["mask_rollback"])[i] == 0, where
-            if n > 1:
-                Ds = s["decode_states"].shape[1]
-                want = np.where(np.arange(Ds) < n, 0, -1)
-                np.testing.assert_array_equal(o["decode_states"][i], want, err_msg=where)
-                unchanged = ()
-            else:
-                unchanged = ("decode_states",)
+            # Its tokens' columns 0 unless they held 1, the rest -1.
+            old = s["decode_states"][i]
+            want = np.where(np.arange(old.shape[0]) < n, np.where(old == 1, 1, 0), -1)
+            np.testing.assert_array_equal(o["decode_states"][i], want, err_msg=where)
+            unchanged = ()
             written[q:q + n] = True
         for name in unchanged:
             np.testing.assert_array_equal(o[name][i], s[name][i], err_msg=f"{where} {name}")
@@ -170,10 +170,10 @@ def assert_mask_properties(s, out, o):
 @pytest.mark.parametrize("device", DEVICES)
 @SETTINGS
 @given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 64), extra_rows=st.integers(0, 2),
-       padding=st.integers(0, 3), column=st.booleans())
-def test_mask_properties(device, seed, bsz, extra_rows, padding, column):
+       padding=st.integers(0, 3), column=st.booleans(), short_cu=st.booleans())
+def test_mask_properties(device, seed, bsz, extra_rows, padding, column, short_cu):
     s = states.mask_state(np.random.default_rng(seed), bsz, extra_rows=extra_rows,
-                          padding_tokens=padding, column_vectors=column)
+                          padding_tokens=padding, column_vectors=column, short_cu=short_cu)
     t = to_tensors(s, device)
     out = ops.update_attn_mask_offsets(**t).numpy()
     assert_mask_properties(s, out, to_numpy(t))
