@@ -376,9 +376,12 @@ MTP_HD uint32_t preprocess_failures(const PreprocessTensors& t, const Preprocess
       // one (FastDeploy's decode-node preset for k >= 3 gives a transient
       // negative step_idx) is written as it is, and is the business of the
       // op that reads it next. step_minus is k-1 or accept_num; a negative
-      // accept_num is refused above, and so is one past base_model_step_idx.
+      // accept_num is refused above, and so is one past base_model_step_idx;
+      // clamped here at 0 all the same, since this sum is computed for every
+      // plan and INT64_MIN + a negative one would overflow.
       bit(decode & ((p.decoder < kInt32Min) | (p.decoder > kInt32Max)), kDecodeDecoder) |
-      bit(decode & (p.step_minus > 0) & (p.step_from < kInt64Min + p.step_minus), kDecodeStepIdx) |
+      bit(decode & (p.step_from < kInt64Min + (p.step_minus > 0 ? p.step_minus : 0)),
+          kDecodeStepIdx) |
       // Every plan: the new mask_rollback stays an int32 (one compare).
       bit((uint64_t)(r - kInt32Min) > (uint64_t)(kInt32Max - kInt32Min), kRollbackRange);
 }

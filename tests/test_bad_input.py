@@ -82,6 +82,14 @@ def break_recovery_below_int32(s, i, k):
     s["base_model_seq_lens_decoder"][i] = -(2**31) + 1
 
 
+def break_recovery_accept_num_negative(s, i, k):
+    # A re-sync subtracts accept_num from base_model_step_idx: refused before
+    # any of that arithmetic (the sanitized guarded driver sees an overflow).
+    decode_request(s, i, k)
+    s["stop_flags"][i] = True
+    s["accept_num"][i] = -1
+
+
 def break_negative_encoder(s, i, k):
     decode_request(s, i, k)
     s["seq_lens_encoder"][i] = -1
@@ -91,6 +99,7 @@ PREPROCESS_CASES = {
     "first token past input_ids": (break_first_token, "input_ids"),
     "accept_num above min(A, D)": (break_accept_num_high, "accept_num"),
     "accept_num negative": (break_accept_num_negative, "accept_num"),
+    "re-sync with accept_num negative": (break_recovery_accept_num_negative, "accept_num"),
     "pre_ids window before column 0": (break_pre_ids_before_start, "pre_ids"),
     "pre_ids window past the end": (break_pre_ids_past_end, "pre_ids"),
     "rollback takes seq_lens_decoder below int32": (break_rollback_below_int32,
