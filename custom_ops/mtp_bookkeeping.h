@@ -103,8 +103,6 @@ inline T load_now(const T* p) {
     "decrease and requests' tokens must not overlap")                                           \
   X(kTokensPastMaskFull, 10,                                                                    \
     "attn_mask_offsets_full: seq_lens_this_time = {0} prompt tokens, but it has {1} columns")    \
-  X(kNegativeLength, 12,                                                                        \
-    "seq_lens_encoder / seq_lens_decoder: {0} / {1}, lengths must not be negative")             \
   X(kMaskFullOutOfRange, 15,                                                                    \
     "attn_mask_offsets_full: column {0} holds {1}, outside [0, 2147483647)")                    \
   X(kNegativeMaskCursor, 16,                                                                    \
@@ -203,10 +201,14 @@ MTP_HD bool clears_base_draft(const PreprocessAttrs& a) { return !a.splitwise_pr
 // A prefill starts the request's mask history afresh: the insert set its
 // cursor from the prompt, so a rollback left in the slot belongs to an earlier
 // request (one that finished with its KV positions pending) and is dropped.
-// FastDeploy's own inserts of a new prompt never write mask_rollback.
+// FastDeploy's own inserts of a new prompt never write mask_rollback. For the
+// same reason a running prefill is never parked: a draft that was parked when
+// its request finished would otherwise leave is_block_step set, and the mask
+// op would skip the next request's prompt.
 MTP_HD void plan_first_token(PreprocessPlan& p, int32_t E, bool truncate) {
   p.prefill = true;
   p.old_rollback = 0;
+  p.is_block_step = false;
   p.first_token_col = truncate ? (int64_t)E - 1 : (int64_t)E;
   p.this_time = (int32_t)(p.first_token_col + 1);
 }
@@ -525,8 +527,10 @@ MTP_HD MaskPlan plan_mask(const MaskTensors& t, int64_t i) {
   // Selects, not branches: the GPU compiler moved the read of state0 into the
   // branch that uses it, after the reads that decide the branch had returned
   // (a second round trip to memory for a prompt request, seen in the SASS).
-  const bool skip = block_step || (E == 0 && S == 0);
-  // E == 0, S > 0 decodes; negative lengths are refused by check_mask.
+  // FastDeploy's branches: a prompt if E > 0, else a decode if S > 0, else
+  // nothing (E == S == 0 is a stopped request; a negative length, which a
+  // transient rollback can leave, writes nothing either).
+  const bool skip = block_step || (E <= 0 && S <= 0);
   const int32_t open = E > 0 ? (state0 == 2 && S > 0 ? kVisionGeneration : kPrompt) : kDecode;
   p.branch = skip ? kSkip : open;
   return p;
@@ -537,7 +541,6 @@ MTP_HD MaskPlan plan_mask(const MaskTensors& t, int64_t i) {
 // Bits as preprocess_failures' (computed unconditionally, reported in this
 // order).
 enum MaskRequestCheck : uint32_t {
-  kLengths = 1u << 0,
   kTokensThisTime = 1u << 1,
   kTokensInIds = 1u << 2,
   kPromptColumns = 1u << 3,
@@ -559,8 +562,7 @@ MTP_HD uint32_t mask_request_failures(const MaskTensors& t, const MaskPlan& p) {
   const bool runs = p.branch != kSkip;
   const int64_t cursor = wide_cursor(p);
   const bool decode = p.branch == kDecode;
-  return bit(runs & ((p.encoder < 0) | (p.decoder < 0)), kLengths) |
-         bit(runs & (p.n < 0), kTokensThisTime) |
+  return bit(runs & (p.n < 0), kTokensThisTime) |
          bit(runs & ((p.q < 0) | ((int64_t)p.q + p.n > t.num_tokens)), kTokensInIds) |
          // Every request, skipped or not: with cu_seqlens_q never decreasing,
          // each request's tokens lie in [cu[i], cu[i+1]), so no two requests
@@ -574,7 +576,6 @@ MTP_HD uint32_t mask_request_failures(const MaskTensors& t, const MaskPlan& p) {
 
 MTP_HD Failure check_mask_request(const MaskTensors& t, const MaskPlan& p, int64_t i) {
   const uint32_t f = mask_request_failures(t, p);
-  if (f & kLengths) return fail(kNegativeLength, p.encoder, p.decoder);
   if (f & kTokensThisTime) return fail(kNegativeSeqLensThisTime, p.n);
   if (f & kTokensInIds) return fail(kTokensOutsideIds, p.q, p.n, t.num_tokens);
   if (f & kTokensBeforeNext) return fail(kTokensPastNextRequest, p.q, tokens_written(p), p.next);

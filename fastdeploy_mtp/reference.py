@@ -129,7 +129,8 @@ def draft_model_preprocess(
                 pre_ids[i, 0] = t
             input_ids[i, plan["col"]] = t
             this_time[i] = E if truncate_first_token else E + 1
-            rollback[i] = 0
+            rollback[i] = 0  # a new mask history: no earlier rollback, not parked
+            block[i] = False
         elif plan["running"]:
             if kvcache_scheduler_v1 and not base_block[i] and block[i]:
                 block[i] = False
@@ -174,7 +175,8 @@ def update_attn_mask_offsets(
     M = attn_mask_offsets_full.shape[1]
 
     def skipped(i):
-        return bool(block[i]) or (enc[i] == 0 and dec[i] == 0)
+        # FastDeploy's branches: prompt if E > 0, else decode if S > 0, else nothing.
+        return bool(block[i]) or (enc[i] <= 0 and dec[i] <= 0)
 
     for i in range(bsz):
         # Requests' tokens are [cu[i], cu[i+1]) at most, cu never decreasing:
@@ -185,8 +187,6 @@ def update_attn_mask_offsets(
                 raise _bad(op, i, "cu_seqlens_q", f"{int(cu[i])} > next {nxt}")
             continue
         E, S, q, n = int(enc[i]), int(dec[i]), int(cu[i]), int(n_all[i])
-        if E < 0 or S < 0:
-            raise _bad(op, i, "seq_lens_encoder / seq_lens_decoder", f"{E} / {S} negative")
         if n < 0:
             raise _bad(op, i, "seq_lens_this_time", f"{n} is negative")
         if q < 0 or q + n > T:
@@ -223,7 +223,7 @@ def update_attn_mask_offsets(
                     out[(q + j) * 2 + 1] = S + n
                 else:
                     out[(q + j) * 2 + 1] = attn_mask_offsets_full[i, j] + 1
-        elif S > 0:
+        else:
             cursor[i] -= rollback[i]
             rollback[i] = 0
             for j in range(n):

@@ -145,10 +145,12 @@ class ScriptedBase:
 
 
 def draft_substep_update(p: MTPProposer, substep: int, rng, eos_prob: float,
-                         max_dec_len: int, chosen=None) -> np.ndarray:
+                         max_dec_len: int, chosen=None, outside=None) -> np.ndarray:
     """The draft model's sampling and state update after one substep's forward.
 
     `chosen`: {slot: token} from a real draft model (default: random tokens).
+    `outside` (sim_fastdeploy.OutsideWrites), if given, counts each
+    ``pre_ids[i, step_idx]`` that would land outside its row (not written).
     Returns the tokens sampled (one a request; -1 where the request did not run).
     """
     names = ("seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "step_idx",
@@ -169,7 +171,15 @@ def draft_substep_update(p: MTPProposer, substep: int, rng, eos_prob: float,
         if S[i] > 0 and E[i] == 0:
             S[i] += n
             step[i] += n
-            s["pre_ids"][i, step[i]] = toks[i]
+            if 0 <= step[i] < s["pre_ids"].shape[1]:
+                s["pre_ids"][i, step[i]] = toks[i]
+            elif outside is not None:
+                outside.draft_update += 1
+                outside.note(f"substep {substep}: slot {i}: draft_model_update writes "
+                             f"pre_ids[{i}, {int(step[i])}], outside its "
+                             f"{s['pre_ids'].shape[1]} columns")
+            else:
+                raise IndexError(f"pre_ids[{i}, {int(step[i])}] outside the row")
         else:
             S[i] = E[i] + S[i]
             E[i] = 0

@@ -32,6 +32,7 @@ import numpy as np
 from .buffers import make_base_buffers, read as _read, write as _write
 from .captured import CapturedDraft
 from .draft_check import DraftRunner, ModelTally, true_ends
+from . import sim_fastdeploy
 from .proposer import MTPProposer, ProposerConfig, Request
 from .sim_models import VOCAB, ScriptedBase, draft_substep_update
 
@@ -49,6 +50,9 @@ class Tally:
     step_error: List[int] = field(default_factory=list)  # max |offset error| per step
     first_violation: Optional[str] = None
     model: Optional[ModelTally] = None  # with --draft-model
+    # With --runner fastdeploy: what FastDeploy's own kernels would write
+    # outside a row or tensor on the loop's states.
+    outside: Optional[sim_fastdeploy.OutsideWrites] = None
 
     @property
     def violations(self) -> int:
@@ -134,8 +138,9 @@ class Node:
     proposer: MTPProposer
     base: ScriptedBase
     name: str
-    draft: Union[EagerDraft, CapturedDraft]  # how the ops are called (--graphs: replayed)
+    draft: Union[EagerDraft, CapturedDraft, sim_fastdeploy.FastDeployDraft]
     runner: Optional[DraftRunner] = None  # the real draft model, with --draft-model
+    fastdeploy: bool = False  # --runner fastdeploy: FastDeploy's inserts, no release
 
 
 def sim_place(device: str):
@@ -145,7 +150,7 @@ def sim_place(device: str):
     return paddle.CUDAPlace(0) if device == "gpu" else paddle.CPUPlace()
 
 
-def make_node(name, role, k, args, rng, legacy) -> Node:
+def make_node(name, role, k, args, rng, legacy, outside=None) -> Node:
     cfg = ProposerConfig(num_model_steps=k, max_model_len=args.max_prompt + args.max_dec_len + 2 * k + 8,
                          max_num_seqs=args.batch, role=role, kvcache_scheduler_v1=True,
                          truncate_first_token=True, without_fix=legacy)
@@ -159,9 +164,14 @@ def make_node(name, role, k, args, rng, legacy) -> Node:
     if args.draft_model == "tiny":  # both nodes hold the same weights
         runner = DraftRunner(args.batch, cfg.max_model_len, VOCAB, seed=0)
     # A substep feeds a request at most its prompt or k + 1 tokens.
-    draft = (CapturedDraft(proposer, args.batch * (args.max_prompt + k + 1)) if args.graphs
-             else EagerDraft(proposer))
-    return Node(proposer, base, name, draft, runner)
+    fastdeploy = getattr(args, "runner", "ours") == "fastdeploy"
+    if fastdeploy:
+        draft = sim_fastdeploy.FastDeployDraft(proposer, outside)
+    elif args.graphs:
+        draft = CapturedDraft(proposer, args.batch * (args.max_prompt + k + 1))
+    else:
+        draft = EagerDraft(proposer)
+    return Node(proposer, base, name, draft, runner, fastdeploy)
 
 
 def step_tokens(p: MTPProposer, n_all: np.ndarray, cu: np.ndarray) -> np.ndarray:
@@ -181,7 +191,7 @@ def fed_requests(p: MTPProposer, n_all: np.ndarray, cu: np.ndarray) -> List[tupl
     E, S = _read(p.state["seq_lens_encoder"]), _read(p.state["seq_lens_decoder"])
     block = _read(p.state["is_block_step"])
     return [(int(i), int(cu[i]), int(n_all[i]), int(S[i])) for i in np.nonzero(n_all > 0)[0]
-            if not block[i] and not (E[i] == 0 and S[i] == 0)]
+            if not block[i] and not (E[i] <= 0 and S[i] <= 0)]
 
 
 def engine_step(node: Node, step: int, rng, args, tally: Tally) -> dict:
@@ -206,7 +216,8 @@ def engine_step(node: Node, step: int, rng, args, tally: Tally) -> dict:
         chosen = None
         if node.runner is not None:
             chosen = node.runner.substep(ids, fed, out, tally.model, here)
-        sampled = draft_substep_update(p, sub, rng, args.draft_eos_prob, args.max_dec_len, chosen)
+        sampled = draft_substep_update(p, sub, rng, args.draft_eos_prob, args.max_dec_len, chosen,
+                                       tally.outside)
         tally.substeps += 1
     draft_stopped = _read(p.state["stop_flags"])
     counts["stopped"] = sum(1 for i, s in enumerate(base.slots)
@@ -246,7 +257,10 @@ def admit_new(node: Node, rng, args, handovers=None) -> List[int]:
                         draft_token=h[3]) for s, h in zip(free, handovers)]
     if not reqs:
         return []
-    node.proposer.insert(reqs)
+    if node.fastdeploy:
+        sim_fastdeploy.insert(node.proposer, reqs)
+    else:
+        node.proposer.insert(reqs)
     for k, r in enumerate(reqs):
         node.base.admit(r.slot, r.prompt, mask_offsets=r.mask_offsets,
                         handover=None if r.first_token is None else (r.first_token, r.draft_token))
@@ -258,6 +272,8 @@ def admit_new(node: Node, rng, args, handovers=None) -> List[int]:
 
 
 def release_finished(node: Node) -> None:
+    if node.fastdeploy:  # FastDeploy releases nothing: the next insert overwrites the slot
+        return
     done = [i for i, s in enumerate(node.base.slots) if s.active and s.finished]
     node.proposer.release(done)
 
@@ -280,12 +296,14 @@ class Progress:
 def run(args, legacy: bool, print_rows: bool = True, out=print) -> Tally:
     rng = np.random.default_rng(args.seed)
     k = args.num_model_steps
-    tally = Tally(model=ModelTally() if args.draft_model else None)
+    fastdeploy = getattr(args, "runner", "ours") == "fastdeploy"
+    tally = Tally(model=ModelTally() if args.draft_model else None,
+                  outside=sim_fastdeploy.OutsideWrites() if fastdeploy else None)
     if args.mode == "mixed":
-        nodes = [make_node("mixed", "mixed", k, args, rng, legacy)]
+        nodes = [make_node("mixed", "mixed", k, args, rng, legacy, tally.outside)]
     else:
-        nodes = [make_node("prefill", "prefill", k, args, rng, legacy),
-                 make_node("decode", "decode", k, args, rng, legacy)]
+        nodes = [make_node("prefill", "prefill", k, args, rng, legacy, tally.outside),
+                 make_node("decode", "decode", k, args, rng, legacy, tally.outside)]
     model_cols = f" {'checked':>7} {'disagree':>8}" if tally.model else ""
     if print_rows:
         out(f"{'step':>5} {'new':>4} {'verif':>5} {'block':>5} {'fin':>4} {'dstop':>5} "

@@ -26,6 +26,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, default=8, help="slots (max_num_seqs)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--without-fix", action="store_true")
+    p.add_argument("--runner", choices=["ours", "fastdeploy"], default="ours",
+                   help="who inserts requests: our MTPProposer (default), or FastDeploy's own "
+                        "per-role inserts and presets (its decode node: step_idx 1, "
+                        "seq_lens_decoder = prompt length, mask_rollback 1-(k-1); no release), "
+                        "also counting what FastDeploy's kernels would write outside a row")
     p.add_argument("--draft-model", choices=["tiny"], default=None,
                    help="a real attention model as the draft, checked against a cache-free "
                         "recomputation at every forward")
@@ -85,6 +90,9 @@ def validate(args) -> Optional[str]:
     for name in ("arrival_prob", "finish_prob", "block_prob", "draft_eos_prob", "image_prob"):
         if not 0.0 <= getattr(args, name) <= 1.0:
             return f"{_flag(name)} must be within [0, 1]"
+    if args.runner == "fastdeploy" and (args.graphs or args.without_fix):
+        return "--runner fastdeploy replays FastDeploy's runner eagerly, with today's ops: " \
+               "not with --graphs or --without-fix"
     if args.graphs and args.device != "gpu":
         return "--graphs needs --device gpu (CUDA graphs capture GPU work)"
     if args.device == "gpu":
@@ -139,6 +147,7 @@ def main(args) -> int:
     extra += ", replayed from CUDA graphs" if args.graphs else ""
     extra += f", draft model {args.draft_model}" if args.draft_model else ""
     extra += f", image prob {args.image_prob}" if args.image_prob else ""
+    extra += ", FastDeploy's runner" if args.runner == "fastdeploy" else ""
     print(f"simulate: mode {args.mode}, num_model_steps {args.num_model_steps}, {args.steps} steps, "
           f"batch {args.batch}, seed {args.seed}, {behaviour}{extra}")
     t = run(args, legacy=args.without_fix, print_rows=not args.quiet)
@@ -150,6 +159,11 @@ def main(args) -> int:
         print(f"draft model: {t.model.tokens} draft tokens checked against a cache-free "
               f"recomputation, {t.model.disagreements} disagreements, max |logit diff| "
               f"{t.model.max_diff:.3g}")
+    if t.outside is not None:
+        print(f"FastDeploy's kernels on these states: {t.outside.total} writes outside a row or "
+              f"tensor ({t.outside.preprocess} by draft_model_preprocess, "
+              f"{t.outside.draft_update} by draft_model_update)"
+              + (f"; first: {t.outside.first}" if t.outside.first else ""))
     if t.first_violation:
         print(f"first violation: {t.first_violation}")
     if t.model is not None and t.model.first:

@@ -309,11 +309,11 @@ def sim_args(**kw):
 
 def skipped_mask_requests(s):
     """Which requests of a mask state update_attn_mask_offsets skips (the
-    contract: is_block_step, or seq_lens_encoder == seq_lens_decoder == 0)."""
+    contract: is_block_step, or neither length positive)."""
     bsz = s["seq_lens_this_time"].shape[0]
     block = s["is_block_step"].reshape(-1)[:bsz]
     E, S = s["seq_lens_encoder"].reshape(-1)[:bsz], s["seq_lens_decoder"].reshape(-1)[:bsz]
-    return block | ((E == 0) & (S == 0))
+    return block | ((E <= 0) & (S <= 0))
 
 
 def prompts_state(seed, count, n, cols):

@@ -304,18 +304,12 @@ def break_prompt_past_full(s, i):
     s["decode_states"][i, 0] = 0
 
 
-def break_negative_decoder(s, i):
-    decode_mask_request(s, i, 1)
-    s["seq_lens_decoder"][i] = -4
-
-
 MASK_CASES = {
     "negative seq_lens_this_time": (break_negative_n, "seq_lens_this_time"),
     "tokens past ids_remove_padding": (break_tokens_past_ids, "cu_seqlens_q"),
     "tokens past the next request's first": (break_overlap_next, "cu_seqlens_q"),
     "cu_seqlens_q decreasing at a skipped request": (break_decreasing_at_skipped, "cu_seqlens_q"),
     "prompt longer than attn_mask_offsets_full": (break_prompt_past_full, "attn_mask_offsets_full"),
-    "negative seq_lens_decoder": (break_negative_decoder, "seq_lens_encoder"),
 }
 
 

@@ -226,3 +226,48 @@ def test_a_slot_reused_by_a_fastdeploy_insert_starts_without_the_old_rollback(de
     assert_states_equal(got, run_preprocess_ref(done, attrs))
     assert got["mask_rollback"][1] == 0  # the prefill started afresh
     assert got["mask_rollback"][0] == residue[0]  # a stopped slot keeps its own
+
+
+# ---------------------------------------------------------------------------
+# Negative lengths in the mask op: FastDeploy's branches
+
+
+@pytest.mark.parametrize("device", WITH_GUARDED)
+@pytest.mark.parametrize("E,S,runs", [(0, -2, False), (-1, 0, False), (-3, -1, False),
+                                      (-1, 5, True), (0, 1, True)])
+def test_mask_branches_on_lengths_as_fastdeploy(device, E, S, runs):
+    """A prompt if E > 0, else a decode if S > 0, else nothing: a negative
+    length (a transient rollback of FastDeploy's decode-node state) is not
+    refused and writes nothing."""
+    s = states.mask_state(np.random.default_rng(9), 3, branches=["decode"] * 3)
+    s["seq_lens_encoder"][1], s["seq_lens_decoder"][1] = E, S
+    out, got = run_mask_op(s, device)
+    want_out, want = run_mask_ref(s)
+    np.testing.assert_array_equal(out, want_out)
+    assert_states_equal(got, want)
+    q, n = int(s["cu_seqlens_q"][1]), int(s["seq_lens_this_time"][1])
+    assert n > 0
+    ends = out[2 * (q + np.arange(n)) + 1]
+    if runs:
+        assert (ends > 0).all() and got["mask_rollback"][1] == 0
+    else:
+        assert (ends == 0).all()
+        for name in ("attn_mask_offsets_decoder", "mask_rollback", "decode_states"):
+            np.testing.assert_array_equal(got[name][1], s[name][1], err_msg=name)
+
+
+@pytest.mark.parametrize("device", WITH_GUARDED)
+def test_a_slot_whose_draft_was_parked_starts_unparked(device):
+    """The base finished a request while its draft was parked (is_block_step);
+    FastDeploy's insert of the next prompt leaves the flag, and the mask op
+    would skip that prompt: the prefill clears it."""
+    k = 2
+    s = fastdeploy_decode_node_state(np.random.default_rng(2), 2, k)
+    s["is_block_step"][1] = True
+    s["stop_flags"][1] = True
+    fastdeploy_mixed_insert(s, 1, 5)
+    attrs = preprocess_attrs(k, truncate=True, v1=True)
+    got = run_preprocess_op(s, attrs, device)
+    assert_states_equal(got, run_preprocess_ref(s, attrs))
+    assert not got["is_block_step"][1] and not got["stop_flags"][1]
+    assert got["seq_lens_this_time"][1] == 5

@@ -72,6 +72,7 @@ def assert_preprocess_properties(s, o, attrs):
             untouched["input_ids"].discard(col)
             assert o_["seq_lens_this_time"][i] == col + 1, where
             assert o_["seq_lens_encoder"][i] == E and o_["seq_lens_decoder"][i] == S, where
+            assert not o_["is_block_step"][i], where  # a running prefill is never parked
             if not split:
                 assert o["pre_ids"][i, 0] == t, where
                 untouched["pre_ids"].discard(0)
@@ -137,7 +138,7 @@ def assert_mask_properties(s, out, o):
         n, q = int(n_all[i]), int(cu[i])
         where = f"request {i}"
         unchanged = ("attn_mask_offsets_decoder", "mask_rollback", "decode_states")
-        skipped = block[i] or (E[i] == 0 and S[i] == 0)
+        skipped = block[i] or (E[i] <= 0 and S[i] <= 0)
         # A skipped request's tokens may lie anywhere: its rows are not read.
         rows = None if skipped else out[2 * (q + np.arange(n)) + 1]
         if skipped:

@@ -1,0 +1,139 @@
+"""The simulator's FastDeploy-style runner (``simulate --runner fastdeploy``).
+
+Our ops driven the way FastDeploy's own MTP proposer (the December 2025 form,
+21 tensors) drives them, in our words from reading it:
+
+- a mixed or prefill node inserts a new prompt and never writes
+  ``mask_rollback``, ``decode_states``, ``is_block_step`` or ``draft_tokens``;
+- a decode node inserts a handed-over request with ``step_idx = 1``,
+  ``seq_lens_decoder`` = the prompt length, ``seq_lens_this_time = k + 1``,
+  ``mask_rollback = 1 - (k-1)`` and the prefill node's draft token;
+- the prefill node passes ``num_model_step = k`` too (the op ignores it there);
+- a finished slot is never released: it keeps what the ops left in it until
+  the next insert.
+
+It also counts every index FastDeploy's own kernels would write outside a row
+or a tensor on the states of the loop (a numpy model of their writes): the
+preprocess's ``pre_ids`` window and first-token column, and the draft update's
+``pre_ids[i, step_idx]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+
+from . import ops
+from .buffers import SLOT_FIELDS, read, write
+from .slots import Request
+
+
+@dataclass
+class OutsideWrites:
+    """Indices FastDeploy's kernels would write outside a row or tensor."""
+
+    preprocess: int = 0   # pre_ids window or input_ids column of draft_model_preprocess
+    draft_update: int = 0  # pre_ids[i, step_idx] of draft_model_update
+    first: str = ""
+
+    @property
+    def total(self) -> int:
+        return self.preprocess + self.draft_update
+
+    def note(self, msg: str) -> None:
+        if not self.first:
+            self.first = msg
+
+
+def insert(proposer, requests: Iterable[Request]) -> None:
+    """FastDeploy's per-role insert, written into the proposer's buffers."""
+    cfg = proposer.config
+    k = cfg.num_model_steps
+    a = {n: read(proposer.state[n]) for n in SLOT_FIELDS}
+    for r in requests:
+        i, prompt = int(r.slot), np.asarray(r.prompt, np.int64)
+        n = prompt.shape[0]
+        offsets = np.asarray(r.mask_offsets if r.mask_offsets is not None else np.arange(n),
+                             np.int32)
+        a["input_ids"][i, : n - 1] = prompt[1:]
+        a["pre_ids"][i] = -1
+        a["stop_flags"][i] = False
+        a["batch_drop"][i] = False
+        a["attn_mask_offsets_full"][i, :n] = offsets
+        a["attn_mask_offsets_decoder"][i] = int(offsets[n - 1]) + 1
+        if cfg.role == "decode":
+            a["seq_lens_encoder"][i] = 0
+            a["seq_lens_decoder"][i] = n
+            a["seq_lens_this_time"][i] = cfg.draft_width + 1
+            a["step_idx"][i] = 1
+            a["draft_tokens"][i, 0] = int(r.draft_token)
+            a["mask_rollback"][i] = 1 - (k - 1)
+        else:
+            a["seq_lens_encoder"][i] = n
+            a["seq_lens_decoder"][i] = 0
+            a["seq_lens_this_time"][i] = n
+            a["step_idx"][i] = 0
+    for name in SLOT_FIELDS:
+        write(proposer.state[name], a[name])
+
+
+def count_preprocess_writes(proposer, tally: OutsideWrites, where: str) -> None:
+    """What FastDeploy's draft_model_preprocess would write outside a row on
+    the state it is about to get (before our op runs)."""
+    s = {n: read(proposer.state[n]).reshape(proposer.state[n].shape[0], -1)
+         for n in ("seq_lens_encoder", "batch_drop", "input_ids", "pre_ids")}
+    base = {n: read(proposer.base[n]).reshape(proposer.base[n].shape[0], -1)
+            for n in ("stop_flags", "is_block_step", "accept_num", "step_idx")}
+    prefill_node = proposer.config.role == "prefill"
+    L, P = s["input_ids"].shape[1], s["pre_ids"].shape[1]
+    truncate = proposer.config.truncate_first_token
+    for i in range(s["seq_lens_encoder"].shape[0]):
+        E = int(s["seq_lens_encoder"][i, 0])
+        dropped = bool(base["stop_flags"][i, 0]) and bool(base["is_block_step"][i, 0]) and \
+            not proposer.config.kvcache_scheduler_v1
+        runs = prefill_node or not (base["stop_flags"][i, 0] or s["batch_drop"][i, 0] or dropped)
+        if not runs:
+            continue
+        if E > 0:
+            col = E - 1 if truncate else E
+            if not 0 <= col < L:
+                tally.preprocess += 1
+                tally.note(f"{where}: slot {i}: input_ids column {col} of {L}")
+        elif not prefill_node:
+            acc, step = int(base["accept_num"][i, 0]), int(base["step_idx"][i, 0])
+            cols = step - acc + np.arange(acc)
+            bad = int(((cols < 0) | (cols >= P)).sum())
+            if bad:
+                tally.preprocess += bad
+                tally.note(f"{where}: slot {i}: pre_ids columns {cols.tolist()} of {P}")
+
+
+class FastDeployDraft:
+    """The ops called eagerly as FastDeploy's proposer calls them."""
+
+    replays = 0
+
+    def __init__(self, proposer, tally: OutsideWrites):
+        self.proposer, self.tally = proposer, tally
+        self.step = 0
+
+    def prepare_inputs(self) -> bool:
+        p = self.proposer
+        count_preprocess_writes(p, self.tally, f"step {self.step} {p.config.role}")
+        self.step += 1
+        args = p.preprocess_arguments()
+        args["num_model_step"] = p.config.num_model_steps  # the prefill node passes k too
+        ops.draft_model_preprocess(**args)
+        return bool(p.state["not_need_stop"].numpy()[0])
+
+    def mask_offsets(self, ids: np.ndarray, cu: np.ndarray) -> np.ndarray:
+        import paddle
+
+        p = self.proposer
+        return p.update_attn_mask_offsets(paddle.to_tensor(ids, place=p.place),
+                                          paddle.to_tensor(cu, place=p.place)).numpy()
+
+    def release(self) -> None:
+        pass
