@@ -76,6 +76,19 @@ class DraftRunner:
             self.held[slot, start:start + n] = ids[q:q + n]
             M = start + n
             ends = true_ends(self.prompt_offsets[slot], np.arange(M))
+            unwritten = np.nonzero(self.held[slot, :M] < 0)[0]
+            if unwritten.size:
+                # The draft attends a position it never computed (a runner's
+                # preset placed it past its KV): every token is wrong, and
+                # there is no token to recompute that position from.
+                tally.tokens += n
+                tally.disagreements += n
+                if tally.first is None:
+                    tally.first = (f"{where}: slot {slot}: positions {start}..{M - 1} attend "
+                                   f"position {int(unwritten[0])}, which the draft never "
+                                   f"computed")
+                greedy[slot] = int(logits[q + n - 1].argmax())
+                continue
             full = self.model.forward_full(self.held[slot, :M], ends)
             got, want = logits[q:q + n], full[start:M]
             diff = np.abs(got - want).max(axis=1)

@@ -133,3 +133,19 @@ def test_plot_with_the_model(tmp_path):
     path = tmp_path / "d.png"
     assert simulate_cli.main(args(num_model_steps=2, steps=6, quiet=True, plot=str(path))) == 0
     assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_position_the_draft_never_computed_is_a_disagreement():
+    """A runner whose preset puts a request past its KV makes the draft attend
+    positions it never wrote: every token fed then counts as wrong, and the
+    first disagreement names the position."""
+    from fastdeploy_mtp.draft_check import DraftRunner, ModelTally
+
+    r = DraftRunner(2, 16, 50, seed=0)
+    r.admit(0, np.arange(3))
+    tally = ModelTally()
+    ids = np.array([7, 8], np.int64)
+    offsets = np.array([0, 6, 0, 7], np.int32)  # ends of positions 5 and 6
+    r.substep(ids, [(0, 0, 2, 5)], offsets, tally, "here")
+    assert tally.tokens == 2 and tally.disagreements == 2
+    assert "attend position 0, which the draft never computed" in tally.first
