@@ -110,30 +110,12 @@ def count_preprocess_writes(proposer, tally: OutsideWrites, where: str) -> None:
                 tally.note(f"{where}: slot {i}: pre_ids columns {cols.tolist()} of {P}")
 
 
-class FastDeployDraft:
-    """The ops called eagerly as FastDeploy's proposer calls them."""
-
-    replays = 0
-
-    def __init__(self, proposer, tally: OutsideWrites):
-        self.proposer, self.tally = proposer, tally
-        self.step = 0
-
-    def prepare_inputs(self) -> bool:
-        p = self.proposer
-        count_preprocess_writes(p, self.tally, f"step {self.step} {p.config.role}")
-        self.step += 1
-        args = p.preprocess_arguments()
-        args["num_model_step"] = p.config.num_model_steps  # the prefill node passes k too
-        ops.draft_model_preprocess(**args)
-        return bool(p.state["not_need_stop"].numpy()[0])
-
-    def mask_offsets(self, ids: np.ndarray, cu: np.ndarray) -> np.ndarray:
-        import paddle
-
-        p = self.proposer
-        return p.update_attn_mask_offsets(paddle.to_tensor(ids, place=p.place),
-                                          paddle.to_tensor(cu, place=p.place)).numpy()
-
-    def release(self) -> None:
-        pass
+def prepare_inputs(proposer, tally: OutsideWrites, where: str) -> bool:
+    """draft_model_preprocess as FastDeploy's proposer calls it (the prefill
+    node passes k too), after counting what FastDeploy's kernel would write
+    outside a row on this state; returns not_need_stop."""
+    count_preprocess_writes(proposer, tally, where)
+    args = proposer.preprocess_arguments()
+    args["num_model_step"] = proposer.config.num_model_steps
+    ops.draft_model_preprocess(**args)
+    return bool(proposer.state["not_need_stop"].numpy()[0])

@@ -133,12 +133,26 @@ class EagerDraft:
         pass
 
 
+class FastDeployDraft(EagerDraft):
+    """The ops called eagerly as FastDeploy's proposer calls them
+    (``--runner fastdeploy``)."""
+
+    def __init__(self, proposer: MTPProposer, outside: sim_fastdeploy.OutsideWrites):
+        super().__init__(proposer)
+        self.outside, self.step = outside, 0
+
+    def prepare_inputs(self) -> bool:
+        where = f"step {self.step} {self.proposer.config.role}"
+        self.step += 1
+        return sim_fastdeploy.prepare_inputs(self.proposer, self.outside, where)
+
+
 @dataclass
 class Node:
     proposer: MTPProposer
     base: ScriptedBase
     name: str
-    draft: Union[EagerDraft, CapturedDraft, sim_fastdeploy.FastDeployDraft]
+    draft: Union[EagerDraft, CapturedDraft]  # how the ops are called (--graphs: replayed)
     runner: Optional[DraftRunner] = None  # the real draft model, with --draft-model
     fastdeploy: bool = False  # --runner fastdeploy: FastDeploy's inserts, no release
 
@@ -166,7 +180,7 @@ def make_node(name, role, k, args, rng, legacy, outside=None) -> Node:
     # A substep feeds a request at most its prompt or k + 1 tokens.
     fastdeploy = getattr(args, "runner", "ours") == "fastdeploy"
     if fastdeploy:
-        draft = sim_fastdeploy.FastDeployDraft(proposer, outside)
+        draft = FastDeployDraft(proposer, outside)
     elif args.graphs:
         draft = CapturedDraft(proposer, args.batch * (args.max_prompt + k + 1))
     else:
