@@ -186,7 +186,7 @@ struct PreprocessPlan {
   // it was, but 0 for a prefill (plan_first_token).
   int32_t old_rollback;
   // step_idx becomes step_from - step_minus: the old value minus 0 but for a
-  // decode plan, whose subtraction check_preprocess has seen cannot go below 0.
+  // decode plan, whose subtraction check_preprocess has seen stays an int64.
   int64_t step_from;
   int64_t step_minus;
 };

@@ -54,11 +54,10 @@ def draft_model_preprocess(
     # Pass 1: decide each request's branch and check what it will touch.
     plans = []
 
-    def check_rollback(i, new_S, carried=None):
-        carried = int(rollback[i]) if carried is None else carried
-        r = carried + int(dec[i]) - new_S
+    def check_rollback(i, new_S):
+        r = int(rollback[i]) + int(dec[i]) - new_S
         if not INT32_MIN <= r <= INT32_MAX:
-            raise _bad(op, i, "mask_rollback", f"{carried} + ({int(dec[i])} - {new_S}) "
+            raise _bad(op, i, "mask_rollback", f"{int(rollback[i])} + ({int(dec[i])} - {new_S}) "
                        "leaves int32")
 
     for i in range(bsz):
@@ -82,8 +81,8 @@ def draft_model_preprocess(
             if not splitwise_prefill and P < 1:
                 raise _bad(op, i, "pre_ids", f"has {P} columns, no column 0")
             # A prefill starts a new mask history: a rollback left in the
-            # slot by an earlier request is dropped.
-            check_rollback(i, S, carried=0)
+            # slot by an earlier request is dropped, so the new one is 0 and
+            # needs no check.
             plan["col"] = col
         elif running:
             a = int(acc_num[i])

@@ -91,9 +91,8 @@ def count_preprocess_writes(proposer, tally: OutsideWrites, where: str) -> None:
     truncate = proposer.config.truncate_first_token
     for i in range(s["seq_lens_encoder"].shape[0]):
         E = int(s["seq_lens_encoder"][i, 0])
-        dropped = bool(base["stop_flags"][i, 0]) and bool(base["is_block_step"][i, 0]) and \
-            not proposer.config.kvcache_scheduler_v1
-        runs = prefill_node or not (base["stop_flags"][i, 0] or s["batch_drop"][i, 0] or dropped)
+        # A block step's drop needs the base stopped too, which already stops it.
+        runs = prefill_node or not (base["stop_flags"][i, 0] or s["batch_drop"][i, 0])
         if not runs:
             continue
         if E > 0:

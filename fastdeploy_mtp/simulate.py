@@ -165,6 +165,8 @@ def sim_place(device: str):
 
 
 def make_node(name, role, k, args, rng, legacy, outside=None) -> Node:
+    """`outside` (--runner fastdeploy): FastDeploy's runner drives the node and
+    counts its kernels' writes outside a row there."""
     cfg = ProposerConfig(num_model_steps=k, max_model_len=args.max_prompt + args.max_dec_len + 2 * k + 8,
                          max_num_seqs=args.batch, role=role, kvcache_scheduler_v1=True,
                          truncate_first_token=True, without_fix=legacy)
@@ -178,14 +180,13 @@ def make_node(name, role, k, args, rng, legacy, outside=None) -> Node:
     if args.draft_model == "tiny":  # both nodes hold the same weights
         runner = DraftRunner(args.batch, cfg.max_model_len, VOCAB, seed=0)
     # A substep feeds a request at most its prompt or k + 1 tokens.
-    fastdeploy = getattr(args, "runner", "ours") == "fastdeploy"
-    if fastdeploy:
+    if outside is not None:
         draft = FastDeployDraft(proposer, outside)
     elif args.graphs:
         draft = CapturedDraft(proposer, args.batch * (args.max_prompt + k + 1))
     else:
         draft = EagerDraft(proposer)
-    return Node(proposer, base, name, draft, runner, fastdeploy)
+    return Node(proposer, base, name, draft, runner, outside is not None)
 
 
 def step_tokens(p: MTPProposer, n_all: np.ndarray, cu: np.ndarray) -> np.ndarray:
