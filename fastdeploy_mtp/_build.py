@@ -1,7 +1,11 @@
 """Where the op library's sources are and how they are compiled.
 
 Shared by ``setup_ops.py`` (install) and ``fastdeploy_mtp.ops`` (build on first
-use in a source checkout), so both compile the same files with the same flags.
+use), so both compile the same files with the same flags.
+
+The sources are ``custom_ops/`` of a source checkout (an editable install), or
+the copy a wheel or a plain ``pip install .`` carries as
+``fastdeploy_mtp/custom_ops/`` (``pyproject.toml`` maps one onto the other).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 MODULE_NAME = "fastdeploy_mtp_ops"
-SOURCE_DIR = Path(__file__).resolve().parent.parent / "custom_ops"
+_PACKAGE_DIR = Path(__file__).resolve().parent
 # The Paddle bindings; they include the Paddle-free headers.
 BINDING_SOURCES = (
     "draft_model_preprocess_op.cc",
@@ -26,8 +30,27 @@ CUDA_SOURCES = ("mtp_kernels.cu",)
 CUDA_ARCH_FLAGS = ("-gencode", "arch=compute_90,code=sm_90", "-gencode", "arch=compute_90,code=compute_90")
 
 
+
+
+def _has_sources(folder: Path) -> bool:
+    return all((folder / s).is_file() for s in BINDING_SOURCES)
+
+
+# A checkout is recognised by its setup_ops.py beside the package; anything
+# else (site-packages) uses the sources the install carried.
+CHECKOUT_SOURCE_DIR = _PACKAGE_DIR.parent / "custom_ops"
+IN_CHECKOUT = (_PACKAGE_DIR.parent / "setup_ops.py").is_file() and _has_sources(CHECKOUT_SOURCE_DIR)
+SOURCE_DIR = CHECKOUT_SOURCE_DIR if IN_CHECKOUT else _PACKAGE_DIR / "custom_ops"
+
+
 def in_source_checkout() -> bool:
-    return all((SOURCE_DIR / s).is_file() for s in BINDING_SOURCES)
+    """This package runs from a source checkout (editable install)."""
+    return IN_CHECKOUT
+
+
+def sources_available() -> bool:
+    """The op sources are here to build from (a checkout, or an installed copy)."""
+    return _has_sources(SOURCE_DIR)
 
 
 def with_cuda() -> bool:

@@ -5,8 +5,9 @@ order, then its attributes, and is equally callable with keywords. Parameter
 names come from ``fastdeploy_mtp.signature`` and a test keeps them equal.
 
 The op library is the installed ``fastdeploy_mtp_ops`` module
-(``python setup_ops.py install``); in a source checkout without an up-to-date
-installed library, it is compiled once on first use into
+(``python setup_ops.py install``); without one (or, in a source checkout,
+without an up-to-date one), it is compiled once on first use, from the
+checkout's ``custom_ops/`` or the copy an installed package carries, into
 ``~/.cache/fastdeploy_mtp`` (set ``FASTDEPLOY_MTP_CACHE`` to move it).
 
 Bad input raises :class:`BadInputError` (a ``ValueError``) whose message names
@@ -117,7 +118,7 @@ def _build_from_source():
     fresh = not (build_dir / _build.MODULE_NAME).exists()
     if fresh:
         kind = "CPU and CUDA" if cuda else "CPU"
-        _say(f"building the {kind} op library into {build_dir} (once; about 30 s a file) ...")
+        _say(f"building the {kind} op library into {build_dir} (once) ...")
     build_dir.mkdir(parents=True, exist_ok=True)
     flags = _build.compile_flags(cuda)
     t0 = time.time()
@@ -143,9 +144,10 @@ def load_library():
     """The module whose functions are the registered ops (built if need be)."""
     if os.environ.get("FASTDEPLOY_MTP_BUILD") != "1" and _installed_is_current():
         return _import_installed()
-    if not _build.in_source_checkout():
+    if not _build.sources_available():
         raise ImportError(
-            f"{_build.MODULE_NAME} is not installed and custom_ops/ is not here to build it: "
+            f"{_build.MODULE_NAME} is not installed and its sources are not in "
+            f"{_build.SOURCE_DIR} to build it: reinstall fastdeploy_mtp (pip install .) or "
             "run `python setup_ops.py install` in a fastdeploy_mtp checkout"
         )
     return _build_from_source()
