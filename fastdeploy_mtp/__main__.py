@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 
 
@@ -18,11 +20,10 @@ def _check(args) -> int:
 
 
 def _signature(args) -> int:
-    from pathlib import Path
-
+    from ._build import SOURCE_DIR
     from .signature import HEADER_PATH, render_cpp_header
 
-    path = Path(__file__).resolve().parent.parent / HEADER_PATH
+    path = SOURCE_DIR / HEADER_PATH.split("/", 1)[1]
     text = render_cpp_header()
     if args.write:
         path.write_text(text)
@@ -43,7 +44,8 @@ def _positive(name: str, values, high: int):
 
 
 def _bench(args) -> int:
-    problem = (_positive("--bsz", args.bsz, 1 << 20) or _positive("--repeat", [args.repeat], 10**6))
+    problem = (_positive("--bsz", args.bsz, 1 << 20) or _positive("--repeat", [args.repeat], 10**6)
+               or _positive("--rounds", [args.rounds], 1000))
     if problem:
         print(f"bench: {problem}", file=sys.stderr)
         return 2
@@ -53,7 +55,8 @@ def _bench(args) -> int:
 
 
 def _bench_gpu(args) -> int:
-    problem = (_positive("--bsz", args.bsz, 1 << 20) or _positive("--calls", [args.calls], 10**6)
+    problem = (_positive("--bsz", args.bsz or [1], 1 << 20)
+               or _positive("--calls", [args.calls], 10**6)
                or _positive("--rounds", [args.rounds], 1000))
     if problem:
         print(f"bench-gpu: {problem}", file=sys.stderr)
@@ -76,35 +79,111 @@ def _simulate(args) -> int:
     return simulate_main(args)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fastdeploy_mtp")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("check", help="compare the registered ops with the signature table")
-    sg = sub.add_parser("signature", help="check (or --write) custom_ops/op_signatures.h "
-                                         "against the signature table")
-    sg.add_argument("--write", action="store_true")
-    b = sub.add_parser("bench", help="per-call time of each op next to the numpy reference")
-    b.add_argument("--device", choices=["cpu", "gpu"], default=None,
-                   help="default: gpu where Paddle has CUDA and sees a GPU, else cpu")
-    b.add_argument("--bsz", type=int, nargs="+", default=[1, 64, 512, 4096])
-    b.add_argument("--repeat", type=int, default=200, help="op calls timed per size")
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a mistake is one line on stderr (exit code 2) that names
+    the bad value, not the whole usage."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+class _Help(argparse.HelpFormatter):
+    """Every option's help ends with its default, where it has one."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if ("%(default)" in text or any(default is v for v in (None, False, argparse.SUPPRESS))
+                or not action.option_strings):
+            return text
+        shown = " ".join(map(str, default)) if isinstance(default, (list, tuple)) else default
+        return f"{text} (default: {shown})"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m fastdeploy_mtp", formatter_class=_Help,
+                     description="The draft model's bookkeeping ops for MTP speculative decoding: "
+                                 "check their registration, simulate a serving loop around them, "
+                                 "time them.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_Parser)
+
+    def command(name: str, help: str, more: str = "") -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help + more, formatter_class=_Help)
+
+    command("check", "compare the ops Paddle registered with the signature table "
+                     "(fastdeploy_mtp/signature.py); exit 1 on any difference")
+    sg = command("signature", "check that custom_ops/op_signatures.h is the one the signature "
+                              "table renders; exit 1 if not")
+    sg.add_argument("--write", action="store_true",
+                    help="render the header from the table and write it, instead of checking")
     from .simulate_cli import add_arguments
 
-    sim = sub.add_parser("simulate", help="closed-loop simulation: do the mask offsets stay right?")
+    sim = command("simulate", "closed-loop simulation of a serving engine around the ops: do the "
+                              "mask offsets stay right?",
+                  " (With --draft-model, does the draft attend what a cache-free model does?) "
+                  "Prints a row per engine step and a summary; exits 0 after 'OK: ...' if "
+                  "nothing was violated, 1 after 'FAILED: ...' otherwise.")
     add_arguments(sim)
-    sub.add_parser("bench-sim", help="wall time of a 40-step simulation with the tiny draft "
-                                     "model and its cache-free oracle")
-    g = sub.add_parser("bench-gpu", help="GPU latency against the floor and a FastDeploy-shaped "
-                                         "baseline (paddlepaddle-gpu, source checkout)")
-    g.add_argument("--bsz", type=int, nargs="+", default=[1, 64, 512, 1024, 8192])
-    g.add_argument("--calls", type=int, default=300, help="calls timed per round")
-    g.add_argument("--rounds", type=int, default=7, help="interleaved rounds (the median is shown)")
-    g.add_argument("--graph-only", action="store_true", help="only the captured-step table")
-    args = parser.parse_args(argv)
-    commands = {"check": _check, "signature": _signature, "bench": _bench, "bench-gpu": _bench_gpu,
-                "bench-sim": _bench_sim, "simulate": _simulate}
-    return commands[args.command](args)
+    b = command("bench", "per-call time of each op next to the numpy reference (on the CPU also "
+                         "the proposer's batched insert)")
+    b.add_argument("--device", choices=["cpu", "gpu"], default=None,
+                   help="where the ops run (default: gpu where Paddle has CUDA and sees a GPU, "
+                        "else cpu)")
+    b.add_argument("--bsz", type=int, nargs="+", default=[1, 64, 512, 4096], metavar="N",
+                   help="batch sizes (requests) to time")
+    b.add_argument("--repeat", type=int, default=200, metavar="N", help="op calls timed per round")
+    b.add_argument("--rounds", type=int, default=5, metavar="R",
+                   help="rounds, op and reference alternating (the median is shown)")
+    command("bench-sim", "wall time of a 40-step simulation with the tiny draft model and its "
+                         "cache-free oracle, next to the scripted draft")
+    g = command("bench-gpu", "GPU latency of each op against the floor and a FastDeploy-shaped "
+                             "baseline, and of a captured CUDA-graph step (paddlepaddle-gpu and "
+                             "a GPU)")
+    from .gpu_bench import CALL_BSZ
+
+    g.add_argument("--bsz", type=int, nargs="+", default=None, metavar="N",
+                   help="batch sizes of every table (default: "
+                        f"{' '.join(map(str, CALL_BSZ))} for the calls, each captured-step "
+                        "table its own)")
+    g.add_argument("--calls", type=int, default=300, metavar="N", help="calls timed per round")
+    g.add_argument("--rounds", type=int, default=7, metavar="R",
+                   help="interleaved rounds of every table (the median is shown)")
+    g.add_argument("--graph-only", action="store_true", help="only the captured-step tables")
+    return parser
+
+
+COMMANDS = {"check": _check, "signature": _signature, "bench": _bench, "bench-gpu": _bench_gpu,
+            "bench-sim": _bench_sim, "simulate": _simulate}
+
+
+def main(argv=None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # --help (0) or a mistake (2), already printed
+        return stop.code
+    return COMMANDS[args.command](args)
+
+
+def _run() -> int:
+    """main() as a program: a reader that stops reading (``| head``) ends the
+    run quietly, as for any command-line tool, and Paddle's import-time warning
+    that ccache is missing (its extension builder's concern, not a user's) is
+    not shown. A library may not change its host's warnings; a program may."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message="No ccache found", category=UserWarning)
+    try:
+        code = main()
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # Python would flush stdout again at exit and report the pipe once
+        # more; point it at nothing first.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_run())

@@ -1,6 +1,6 @@
 """Benchmark (not a test): per-call time of each op next to the numpy reference.
 
-``python -m fastdeploy_mtp bench [--device cpu|gpu] [--bsz ...] [--repeat N]``
+``python -m fastdeploy_mtp bench [--device cpu|gpu] [--bsz ...] [--repeat N] [--rounds R]``
 
 On the CPU it also times MTPProposer.insert of 256 requests against one slice
 assignment per field per request (FastDeploy's way).
@@ -22,7 +22,7 @@ from . import ops, reference, states
 from .buffers import tensors
 from .devices import gpu_problem
 
-ROUNDS = 5
+ROUNDS = 5  # the default of --rounds
 K = 3  # num_model_step of the benchmark states
 
 
@@ -42,11 +42,11 @@ def _time_calls(fn, n: int) -> float:
     return (time.perf_counter() - t0) / n
 
 
-def _side_by_side(op_fn, ref_fn, op_calls: int):
+def _side_by_side(op_fn, ref_fn, op_calls: int, rounds: int):
     op_fn(), ref_fn()  # warm-up (and the library load)
     ref_calls = max(1, min(op_calls, 20))
     op_t, ref_t = [], []
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         op_t.append(_time_calls(op_fn, op_calls))
         ref_t.append(_time_calls(ref_fn, ref_calls))
     return statistics.median(op_t), statistics.median(ref_t)
@@ -65,7 +65,7 @@ def main(args) -> int:
     rng = np.random.default_rng(0)
     attrs = dict(num_model_step=K, truncate_first_token=False, splitwise_prefill=False,
                  kvcache_scheduler_v1=True)
-    print(f"device: {device} (paddle {paddle.__version__}); per-call medians of {ROUNDS} rounds "
+    print(f"device: {device} (paddle {paddle.__version__}); per-call medians of {args.rounds} rounds "
           f"of {args.repeat} op calls; num_model_step = {K}")
     header = f"{'op':<26}{'bsz':>6}{'op us':>12}{'numpy ref us':>15}{'ref / op':>10}"
     print(header)
@@ -76,7 +76,7 @@ def main(args) -> int:
         r = states.copy_state(s)
         op_s, ref_s = _side_by_side(lambda: ops.draft_model_preprocess(**t, **attrs),
                                     lambda: reference.draft_model_preprocess(**r, **attrs),
-                                    args.repeat)
+                                    args.repeat, args.rounds)
         print(f"{'draft_model_preprocess':<26}{bsz:>6}{op_s * 1e6:>12.1f}{ref_s * 1e6:>15.1f}"
               f"{_ratio(ref_s / op_s):>10}", flush=True)
     for bsz in args.bsz:
@@ -85,12 +85,12 @@ def main(args) -> int:
         r = states.copy_state(s)
         op_s, ref_s = _side_by_side(lambda: ops.update_attn_mask_offsets(**t),
                                     lambda: reference.update_attn_mask_offsets(**r),
-                                    args.repeat)
+                                    args.repeat, args.rounds)
         print(f"{'update_attn_mask_offsets':<26}{bsz:>6}{op_s * 1e6:>12.1f}{ref_s * 1e6:>15.1f}"
               f"{_ratio(ref_s / op_s):>10}", flush=True)
     if device == "cpu":
         print()
-        insert_bench()
+        insert_bench(rounds=args.rounds)
     return 0
 
 

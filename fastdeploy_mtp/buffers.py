@@ -106,8 +106,16 @@ def base_buffer_problems(base: Dict[str, object], max_num_seqs: int,
     missing = [k for k in BASE_KEYS if k not in base]
     if missing:
         return [f"the base buffers lack {missing}"]
-    problems = [f"base buffer {k} has {base[k].shape[0]} rows, max_num_seqs is {max_num_seqs}"
-                for k in BASE_KEYS if base[k].shape[0] != max_num_seqs]
+    problems = []
+    by_rows: Dict[int, list] = {}
+    for k in BASE_KEYS:
+        if base[k].shape[0] != max_num_seqs:
+            by_rows.setdefault(base[k].shape[0], []).append(k)
+    for rows, names in by_rows.items():
+        which = ("the base buffers have" if len(names) == len(BASE_KEYS) else
+                 f"base buffer {names[0]} has" if len(names) == 1 else
+                 f"base buffers {names[0]} and {len(names) - 1} more have")
+        problems.append(f"max_num_seqs is {max_num_seqs} but {which} {rows} rows")
     k1 = num_model_steps + 1
     for key in ("accept_tokens", "draft_tokens"):
         if len(base[key].shape) != 2 or base[key].shape[1] < k1:

@@ -1,8 +1,8 @@
 """GPU benchmark (not a test): the ops against the floor and a FastDeploy-shaped baseline.
 
 ``python -m fastdeploy_mtp bench-gpu [--bsz ...] [--calls N] [--rounds R]`` on a machine
-with paddlepaddle-gpu, from a source checkout (the reference ops in
-``custom_ops/bench/`` are compiled on first use).
+with paddlepaddle-gpu (the reference ops in ``custom_ops/bench/`` are compiled
+on first use).
 
 Per-call latency, median over interleaved rounds, every variant measured in
 the same run on the same state:
@@ -186,6 +186,7 @@ def run(bsz_list, calls: int, rounds: int = 7, print_fn=print) -> None:
     ops.raise_pending_errors(probe)
 
 
+CALL_BSZ = (1, 64, 512, 1024, 8192)
 GRAPH_BSZ = (1, 64, 512, 1024, 4096, 8192)
 # The second table: attn_mask_offsets_full as wide as a real engine's
 # (max_model_len columns), so its prompts run to thousands of tokens.
@@ -292,8 +293,8 @@ def main(args) -> int:
         print(f"{problem}. `bench --device cpu` times the CPU path", file=sys.stderr)
         return 2
     if not args.graph_only:
-        run(args.bsz, args.calls, args.rounds)
-    graph_table()
-    graph_table(LONG_PROMPT_BSZ, mask_cols=LONG_PROMPT_COLS)
-    graph_table(widen=WIDE_TABLE_COLS)
+        run(args.bsz or CALL_BSZ, args.calls, args.rounds)
+    graph_table(args.bsz or GRAPH_BSZ, rounds=args.rounds)
+    graph_table(args.bsz or LONG_PROMPT_BSZ, rounds=args.rounds, mask_cols=LONG_PROMPT_COLS)
+    graph_table(args.bsz or GRAPH_BSZ, rounds=args.rounds, widen=WIDE_TABLE_COLS)
     return 0

@@ -20,20 +20,26 @@ LIMITS = {"num_model_steps": 64, "steps": 100_000, "batch": 4096, "max_prompt": 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--mode", choices=["mixed", "pd"], default="mixed")
-    p.add_argument("--num-model-steps", "-k", type=int, default=3)
-    p.add_argument("--steps", type=int, default=60)
-    p.add_argument("--batch", type=int, default=8, help="slots (max_num_seqs)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--without-fix", action="store_true")
+    p.add_argument("--mode", choices=["mixed", "pd"], default="mixed",
+                   help="mixed: one node prefills and decodes; pd: a prefill node (one draft "
+                        "substep) hands each request to a decode node")
+    p.add_argument("--num-model-steps", "-k", type=int, default=3, metavar="K",
+                   help="draft tokens proposed per engine step (num_model_steps)")
+    p.add_argument("--steps", type=int, default=60, metavar="N", help="engine steps to run")
+    p.add_argument("--batch", type=int, default=8, metavar="N",
+                   help="slots (max_num_seqs): the most requests running at once")
+    p.add_argument("--seed", type=int, default=0, help="seed of the workload and the model")
+    p.add_argument("--without-fix", action="store_true",
+                   help="replay the old behaviour (the op's rollback of the mask ignored, a "
+                        "decode node presetting mask_rollback 1): fails for K >= 2")
     p.add_argument("--runner", choices=["ours", "fastdeploy"], default="ours",
-                   help="who inserts requests: our MTPProposer (default), or FastDeploy's own "
+                   help="who inserts requests: our MTPProposer, or FastDeploy's own "
                         "per-role inserts and presets (its decode node: step_idx 1, "
                         "seq_lens_decoder = prompt length, mask_rollback 1-(k-1); no release), "
                         "also counting what FastDeploy's kernels would write outside a row")
     p.add_argument("--draft-model", choices=["tiny"], default=None,
                    help="a real attention model as the draft, checked against a cache-free "
-                        "recomputation at every forward")
+                        "recomputation at every forward (default: a scripted draft, no model)")
     p.add_argument("--device", choices=["cpu", "gpu"], default="cpu",
                    help="where the draft state lives and the ops run (gpu: the CUDA kernels; "
                         "needs paddlepaddle-gpu and a GPU). The draft model always runs on "
@@ -41,16 +47,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--graphs", action="store_true",
                    help="with --device gpu: capture preprocess and the mask call in CUDA graphs "
                         "once, then only replay them, as a production runner does")
-    p.add_argument("--image-prob", type=float, default=0.0,
+    p.add_argument("--image-prob", type=float, default=0.0, metavar="P",
                    help="probability that a prompt has image spans (bidirectional mask)")
-    p.add_argument("--plot", metavar="FILE.png")
-    p.add_argument("--quiet", action="store_true", help="summary only")
-    p.add_argument("--max-prompt", type=int, default=24)
-    p.add_argument("--max-dec-len", type=int, default=40)
-    p.add_argument("--arrival-prob", type=float, default=0.7)
-    p.add_argument("--finish-prob", type=float, default=0.04)
-    p.add_argument("--block-prob", type=float, default=0.04)
-    p.add_argument("--draft-eos-prob", type=float, default=0.05)
+    p.add_argument("--plot", metavar="FILE.png",
+                   help="also run with and without the fix and draw the mask-offset error per "
+                        "step (and the disagreements, with --draft-model); needs matplotlib")
+    p.add_argument("--quiet", action="store_true", help="the summary only, no row per step")
+    p.add_argument("--max-prompt", type=int, default=24, metavar="N",
+                   help="longest prompt, in tokens (each is 2..N, uniformly)")
+    p.add_argument("--max-dec-len", type=int, default=40, metavar="N",
+                   help="tokens after which the base model ends a request")
+    p.add_argument("--arrival-prob", type=float, default=0.7, metavar="P",
+                   help="per engine step, probability that a free slot gets a new request")
+    p.add_argument("--finish-prob", type=float, default=0.04, metavar="P",
+                   help="per verification, probability that the base model ends the request "
+                        "early")
+    p.add_argument("--block-prob", type=float, default=0.04, metavar="P",
+                   help="per verification, probability that the request is parked for 1..3 "
+                        "block steps")
+    p.add_argument("--draft-eos-prob", type=float, default=0.05, metavar="P",
+                   help="per draft token, probability that the draft proposes an end token "
+                        "and stops while the base model goes on")
 
 
 def _flag(name: str) -> str:
@@ -81,7 +98,7 @@ def plot_problem(path: str):
 
 def validate(args) -> Optional[str]:
     if args.seed < 0:
-        return "--seed must be >= 0"
+        return f"--seed must be >= 0, got {args.seed}"
     for name, low in (("num_model_steps", 1), ("steps", 1), ("batch", 1), ("max_prompt", 2),
                       ("max_dec_len", 2)):
         v, high = getattr(args, name), LIMITS[name]
@@ -89,7 +106,7 @@ def validate(args) -> Optional[str]:
             return f"{_flag(name)} must be within [{low}, {high}], got {v}"
     for name in ("arrival_prob", "finish_prob", "block_prob", "draft_eos_prob", "image_prob"):
         if not 0.0 <= getattr(args, name) <= 1.0:
-            return f"{_flag(name)} must be within [0, 1]"
+            return f"{_flag(name)} must be within [0, 1], got {getattr(args, name)}"
     if args.runner == "fastdeploy" and (args.graphs or args.without_fix):
         return "--runner fastdeploy replays FastDeploy's runner eagerly, with today's ops: " \
                "not with --graphs or --without-fix"
@@ -125,7 +142,9 @@ def plot(args, path: str) -> None:
         ax.set_ylabel(label)
         ax.legend()
     axes[-1, 0].set_xlabel("engine step")
-    axes[0, 0].set_title(f"per step, mode {args.mode}, num_model_steps {args.num_model_steps}"
+    what = "mask-offset error" + (" and draft disagreements" if fixed.model is not None else "")
+    mode = {"mixed": "mixed node", "pd": "PD-split"}[args.mode]
+    axes[0, 0].set_title(f"{what} per step, {mode}, num_model_steps {args.num_model_steps}"
                          + (f", image prob {args.image_prob}" if args.image_prob else ""))
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -732,8 +732,7 @@ def test_bench_without_a_gpu_times_the_cpu(monkeypatch, capsys):
     from fastdeploy_mtp import bench
 
     _pretend(monkeypatch, True, 0)
-    monkeypatch.setattr(bench, "ROUNDS", 1)
-    monkeypatch.setattr(bench, "insert_bench", lambda: print("insert timed"))
-    assert bench.main(argparse.Namespace(device=None, bsz=[1], repeat=1)) == 0
+    monkeypatch.setattr(bench, "insert_bench", lambda rounds: print("insert timed"))
+    assert bench.main(argparse.Namespace(device=None, bsz=[1], repeat=1, rounds=1)) == 0
     out = capsys.readouterr().out
     assert out.startswith("device: cpu") and "insert timed" in out, out

@@ -195,10 +195,32 @@ def test_bad_base_buffers():
     del base["accept_num"]
     with pytest.raises(ProposerError, match="accept_num"):
         MTPProposer(cfg, base)
-    with pytest.raises(ProposerError, match="rows"):
-        MTPProposer(cfg, make_base_buffers(N + 1, 2))
     with pytest.raises(ProposerError, match="accept_tokens"):
         MTPProposer(cfg, make_base_buffers(N, 1))
+
+
+def test_a_size_mismatch_is_one_short_line():
+    """A runner sized for another max_num_seqs hears it once, with both
+    numbers, not once per buffer."""
+    cfg = ProposerConfig(num_model_steps=2, max_model_len=L, max_num_seqs=N)
+    with pytest.raises(ProposerError) as info:
+        MTPProposer(cfg, make_base_buffers(N + 1, 2))
+    assert str(info.value) == f"MTPProposer: max_num_seqs is {N} but the base buffers have {N + 1} rows"
+
+
+@pytest.mark.parametrize("names,said", [
+    (["step_idx"], "base buffer step_idx has"),
+    (["stop_flags", "accept_num", "step_idx"], "base buffers accept_num and 2 more have"),
+])
+def test_a_size_mismatch_of_some_buffers_names_them(names, said):
+    cfg = ProposerConfig(num_model_steps=2, max_model_len=L, max_num_seqs=N)
+    base = make_base_buffers(N, 2)
+    bigger = make_base_buffers(N + 3, 2)
+    for name in names:
+        base[name] = bigger[name]
+    with pytest.raises(ProposerError) as info:
+        MTPProposer(cfg, base)
+    assert str(info.value) == f"MTPProposer: max_num_seqs is {N} but {said} {N + 3} rows"
 
 
 def test_drifted_registration_fails_when_the_proposer_is_built(monkeypatch):
