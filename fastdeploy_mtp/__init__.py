@@ -7,14 +7,9 @@
 - ``fastdeploy_mtp.proposer``: MTPProposer, the draft state of a runner.
 - ``python -m fastdeploy_mtp check | signature | bench | bench-sim | bench-gpu | simulate``.
 
-Importing the package loads nothing heavy; the op library is loaded (or
+Importing the package loads nothing heavy and changes nothing outside it
+(warnings filters, loggers, the environment); the op library is loaded (or
 built) on the first op call.
 """
-
-import warnings
-
-# `import paddle` warns that ccache is missing (its extension builder's concern,
-# not our users'); this one message is silenced, nothing else.
-warnings.filterwarnings("ignore", message="No ccache found", category=UserWarning)
 
 __version__ = "0.1.0"

@@ -100,3 +100,50 @@ def test_an_unknown_sanitizer_is_refused(monkeypatch):
     monkeypatch.setenv("FASTDEPLOY_MTP_SANITIZE", "address")
     with pytest.raises(ValueError, match="only 'undefined'"):
         _build.compile_flags(False)
+
+
+SIDE_EFFECTS = r'''
+import importlib, logging, os, pkgutil, sys, warnings
+import paddle, paddle.utils.cpp_extension  # Paddle's own import-time effects, first
+
+def snapshot():
+    loggers = {n: (lg.level, lg.disabled, lg.propagate, len(lg.handlers))
+               for n, lg in logging.root.manager.loggerDict.items()
+               if isinstance(lg, logging.Logger)}
+    return (repr(warnings.filters), dict(os.environ), loggers, logging.root.level,
+            len(logging.root.handlers))
+
+before = snapshot()
+import fastdeploy_mtp
+for m in pkgutil.iter_modules(fastdeploy_mtp.__path__):
+    importlib.import_module("fastdeploy_mtp." + m.name)
+imported = snapshot()
+from fastdeploy_mtp import ops
+ops.load_library()
+loaded = snapshot()
+names = ("warnings filters", "environment", "loggers", "root level", "root handlers")
+for when, now in (("import", imported), ("load", loaded)):
+    # Loggers the imports create (Paddle's, setuptools') are theirs; those
+    # that existed before must be as they were.
+    for name, a, b in zip(names, before, now):
+        if name == "loggers":
+            b = {n: b[n] for n in a}
+        if a != b:
+            print(f"{when} changed {name}")
+print("checked", len(names))
+'''
+
+
+def test_importing_the_package_and_loading_the_ops_change_no_process_wide_state():
+    """A library leaves its host's warnings filters, loggers and environment
+    alone: importing every module (the command line's too) and loading the
+    op library change none of them."""
+    import os
+    import subprocess
+    import sys
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-c", SIDE_EFFECTS], cwd=repo, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout == "checked 5\n", r.stdout
