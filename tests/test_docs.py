@@ -2,17 +2,18 @@
 options and each op's positional order, and docs/contract.md's inputs,
 dtypes, written marks and attributes, against the parser and
 fastdeploy_mtp/signature.py; the mutation counts against tests/mutate.py; and
-the README's "One step by hand" prints what the README shows. A change to one
-must change the other."""
+the README's "One step by hand" and each of its `$ python -m fastdeploy_mtp`
+commands print what the README shows. A change to one must change the other."""
 
 import argparse
 import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
-from pathlib import Path
+import pytest
 
 from fastdeploy_mtp import simulate_cli
 
@@ -290,3 +291,55 @@ def test_the_step_by_hand_check_sees_the_old_behaviour(tmp_path):
     assert old != code
     printed = run_example(old, tmp_path)
     assert printed != shown and "mask_rollback preset: 1\n" in printed
+
+
+# Every README block of `$ python -m fastdeploy_mtp ...` commands shows what
+# each command prints today, line for line.
+
+COMMAND = "$ python -m fastdeploy_mtp "
+
+
+def plain_blocks(text: str) -> list:
+    """The lines of each fenced block of the text that names no language."""
+    blocks, body, language = [], None, ""
+    for line in text.splitlines():
+        if not line.startswith("```"):
+            if body is not None:
+                body.append(line)
+        elif body is None:
+            body, language = [], line[3:]
+        else:
+            if not language:
+                blocks.append(body)
+            body = None
+    return blocks
+
+
+def readme_commands(readme: str) -> list:
+    """(argv, shown output) of each `$ python -m fastdeploy_mtp` line of the
+    README's plain blocks; the output is the lines up to the next `$` or the
+    block's end."""
+    found = []
+    for lines in plain_blocks(readme):
+        starts = [i for i, line in enumerate(lines) if line.startswith("$ ")]
+        for i, j in zip(starts, starts[1:] + [len(lines)]):
+            assert lines[i].startswith(COMMAND), lines[i]
+            found.append((lines[i][len(COMMAND):].split(), "\n".join(lines[i + 1:j]) + "\n"))
+    return found
+
+
+def test_the_readme_shows_several_commands():
+    commands = readme_commands(README.read_text())
+    assert len(commands) >= 4, commands
+    assert ["simulate", "--steps", "5"] in [argv for argv, _ in commands]
+
+
+@pytest.mark.parametrize("argv,shown", readme_commands(README.read_text()),
+                         ids=lambda v: " ".join(v) if isinstance(v, list) else "")
+def test_each_command_in_the_readme_prints_what_it_shows(capsys, argv, shown):
+    from fastdeploy_mtp.__main__ import main
+
+    code = main(argv)
+    printed = capsys.readouterr().out
+    assert printed == shown
+    assert code == (0 if shown.rstrip().splitlines()[-1].startswith("OK") else 1)
