@@ -41,7 +41,8 @@ step() {  # step NAME PATTERN COMMAND...: run, log, add a report row
 smoke() {  # an op's error path must raise a Python exception, not crash
   python3 -c "
 import numpy as np, paddle
-from fastdeploy_mtp import ops, states
+from fastdeploy_mtp import ops
+from fastdeploy_mtp.harness import states
 s = states.mask_state(np.random.default_rng(1), 4)
 s['seq_lens_this_time'][:] = -1; s['is_block_step'][:] = False; s['seq_lens_decoder'][:] = 3
 try:

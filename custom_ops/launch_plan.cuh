@@ -254,7 +254,7 @@ Launch plan_preprocess_launch(int64_t bsz, const GridScratch& scratch, const Lau
 // update_attn_mask_offsets with kLanes lanes a request: a group of lanes for
 // every request up to shape.mask_max_warps warps of them (past that, a group
 // takes several in turn: a bigger grid would cost more in its barrier than it
-// saves, measured with tests/graph_probe.cu), or enough threads for the
+// saves, measured with benchmarks/graph_probe.cu), or enough threads for the
 // zeroing (16-byte stores), whichever is more. Where long prompts are shared
 // out, each is walked by the threads of one block, so blocks past one a
 // request would only zero: with no more requests than a cluster has blocks,
@@ -286,7 +286,7 @@ Launch plan_mask_launch(int64_t num_tokens, int64_t bsz, const GridScratch& scra
 // that, a warp a request up to shape.mask_wide_max requests, half a warp up
 // to shape.mask_half_max, and 8 lanes beyond: more lanes a request queue
 // more instructions than the SMs issue in time, fewer make a long prompt
-// take more turns. Measured with tests/graph_probe.cu (docs/performance.md).
+// take more turns. Measured with benchmarks/graph_probe.cu (docs/performance.md).
 int auto_mask_lanes(int64_t bsz, const LaunchShape& shape) {
   int dev = 0;
   const ClusterShape& c = shape.mask_cluster;

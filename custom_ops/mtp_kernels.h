@@ -43,14 +43,14 @@ struct ClusterShape {
 };
 
 // How the launchers size a launch. The defaults are what the benchmarks chose
-// (docs/performance.md); the graph probe (tests/graph_probe.cu) tries others.
+// (docs/performance.md); the graph probe (benchmarks/graph_probe.cu) tries others.
 struct LaunchShape {
   int one_block_max = 1024;    // threads of work up to which one block does it all
   int grid_threads = 256;      // threads per block of the grid (update_attn_mask_offsets)
   // The same for draft_model_preprocess. Its one block stops at 256 requests:
   // past them, one SM's load/store unit queued the rows a thread reads and
   // writes (draft_tokens, pre_ids, ...), and a grid of 128-thread blocks was
-  // faster even with its barrier (measured with tests/graph_probe.cu).
+  // faster even with its barrier (measured with benchmarks/graph_probe.cu).
   int preprocess_one_block_max = 256;
   int preprocess_grid_threads = 128;
   // update_attn_mask_offsets: the lanes that share a request's tokens (32,
@@ -66,7 +66,7 @@ struct LaunchShape {
   // work (before one_block_max or preprocess_one_block_max); past it, one
   // thread-block cluster, where that holds the work, instead of one block or
   // a grid. A cluster's barrier costs less than a grid's, and its blocks
-  // share out one SM's queues. Measured with tests/graph_probe.cu: the mask
+  // share out one SM's queues. Measured with benchmarks/graph_probe.cu: the mask
   // op at 33-512 requests, preprocess at 129-2048; 16 blocks where the device
   // has room for them (else 8 where they hold the work, else the grid), and
   // no thinner blocks than `min_threads` (16 thinner blocks were slower than

@@ -49,7 +49,7 @@ def _bench(args) -> int:
     if problem:
         print(f"bench: {problem}", file=sys.stderr)
         return 2
-    from .bench import main as bench_main
+    from .bench.cpu import main as bench_main
 
     return bench_main(args)
 
@@ -61,20 +61,20 @@ def _bench_gpu(args) -> int:
     if problem:
         print(f"bench-gpu: {problem}", file=sys.stderr)
         return 2
-    from .gpu_bench import main as gpu_bench_main
+    from .bench.gpu import main as gpu_bench_main
 
     return gpu_bench_main(args)
 
 
 def _bench_sim(args) -> int:
-    from .bench import simulator_bench
+    from .bench.cpu import simulator_bench
 
     simulator_bench()
     return 0
 
 
 def _simulate(args) -> int:
-    from .simulate_cli import main as simulate_main
+    from .harness.simulate_cli import main as simulate_main
 
     return simulate_main(args)
 
@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "table renders; exit 1 if not")
     sg.add_argument("--write", action="store_true",
                     help="render the header from the table and write it, instead of checking")
-    from .simulate_cli import add_arguments
+    from .harness.simulate_cli import add_arguments
 
     sim = command("simulate", "closed-loop simulation of a serving engine around the ops: do the "
                               "mask offsets stay right?",
@@ -140,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = command("bench-gpu", "GPU latency of each op against the floor and a FastDeploy-shaped "
                              "baseline, and of a captured CUDA-graph step (paddlepaddle-gpu and "
                              "a GPU)")
-    from .gpu_bench import CALL_BSZ
+    from .bench.gpu import CALL_BSZ
 
     g.add_argument("--bsz", type=int, nargs="+", default=None, metavar="N",
                    help="batch sizes of every table (default: "

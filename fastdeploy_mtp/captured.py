@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import ops, states
-from .buffers import read, tensors, write
-from .proposer import MTPProposer
+from . import ops
+from .buffers import make_base_buffers, read, write
+from .proposer import MTPProposer, ProposerConfig, Request
 from .slots import is_int
 
 
@@ -100,13 +100,14 @@ class CapturedDraft:
 
 
 def _warm_up(place) -> None:
-    """One eager call of each op on `place`'s current stream, on throwaway
-    states: the stream's error record and grid scratch are allocated outside
-    any capture (inside one, a batch past one cluster would run as one block)."""
-    rng = np.random.default_rng(0)
-    pre = states.preprocess_state(rng, 1, num_model_step=1)
-    ops.draft_model_preprocess(**tensors(pre, place), num_model_step=1,
-                               truncate_first_token=False, splitwise_prefill=False,
-                               kvcache_scheduler_v1=True)
-    mask = states.mask_state(rng, 1)
-    ops.update_attn_mask_offsets(**tensors(mask, place))
+    """One eager call of each op on `place`'s current stream, on a throwaway
+    one-slot proposer holding a two-token prompt: the stream's error record
+    and grid scratch are allocated outside any capture (inside one, a batch
+    past one cluster would run as one block)."""
+    import paddle
+
+    spare = MTPProposer(ProposerConfig(num_model_steps=1, max_model_len=8, max_num_seqs=1),
+                        make_base_buffers(1, 1, place), place)
+    spare.insert([Request(slot=0, prompt=[1, 2])])
+    spare.update_attn_mask_offsets(paddle.to_tensor(np.zeros(2, np.int64), place=place))
+    spare.prepare_inputs()

@@ -28,7 +28,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from fastdeploy_mtp import ops, reference, states  # noqa: E402
+from fastdeploy_mtp import ops, reference
+from fastdeploy_mtp.harness import states  # noqa: E402
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS  # noqa: E402
 from helpers import (GUARDED, call_op, corrupt, mismatch_at_bound,  # noqa: E402
                      narrow_tables, outcome_mismatch, seek_bound, to_tensors)

@@ -10,7 +10,8 @@ import paddle
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from fastdeploy_mtp import _build, ops, reference, states  # noqa: E402
+from fastdeploy_mtp import _build, ops, reference
+from fastdeploy_mtp.harness import states  # noqa: E402
 from fastdeploy_mtp.buffers import tensors  # noqa: E402
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS  # noqa: E402
 
@@ -297,7 +298,7 @@ def sim_args(**kw):
     """The simulator's command-line defaults, with `kw` set (for tests)."""
     import argparse
 
-    from fastdeploy_mtp import simulate_cli
+    from fastdeploy_mtp.harness import simulate_cli
 
     p = argparse.ArgumentParser()
     simulate_cli.add_arguments(p)

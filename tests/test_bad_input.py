@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from fastdeploy_mtp import ops, reference, states
+from fastdeploy_mtp import ops, reference
+from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
 from helpers import (DEVICES, EXTREMES, WITH_GUARDED, assert_unchanged, bounds_of, call_op,
                      corrupt, empty_written, mismatch_at_bound, narrow_tables, outcome_mismatch,

@@ -101,7 +101,8 @@ def test_a_closed_pipe_ends_the_run_without_a_traceback():
 
 
 def test_the_rounds_and_batch_sizes_reach_every_gpu_table(monkeypatch):
-    from fastdeploy_mtp import devices, gpu_bench
+    from fastdeploy_mtp import devices
+    from fastdeploy_mtp.bench import gpu as gpu_bench
 
     calls = []
     monkeypatch.setattr(devices, "gpu_problem", lambda what: None)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fastdeploy_mtp import states
+from fastdeploy_mtp.harness import states
 from helpers import (WITH_GUARDED, assert_mask_like_reference, assert_states_equal, preprocess_attrs,
                      run_mask_ref, run_preprocess_op, run_preprocess_ref)
 

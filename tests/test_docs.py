@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fastdeploy_mtp import simulate_cli
+from fastdeploy_mtp.harness import simulate_cli
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

@@ -5,10 +5,10 @@ multimodal; without the fix it does not; and the oracle is not vacuous."""
 import numpy as np
 import pytest
 
-from fastdeploy_mtp import simulate, simulate_cli
-from fastdeploy_mtp.draft_check import TOLERANCE
+from fastdeploy_mtp.harness import simulate, simulate_cli
+from fastdeploy_mtp.harness.draft_check import TOLERANCE
 from fastdeploy_mtp.proposer import MTPProposer
-from fastdeploy_mtp.tiny_model import TinyConfig, TinyDecoder
+from fastdeploy_mtp.harness.tiny_model import TinyConfig, TinyDecoder
 from helpers import sim_args
 
 
@@ -139,7 +139,7 @@ def test_a_position_the_draft_never_computed_is_a_disagreement():
     """A runner whose preset puts a request past its KV makes the draft attend
     positions it never wrote: every token fed then counts as wrong, and the
     first disagreement names the position."""
-    from fastdeploy_mtp.draft_check import DraftRunner, ModelTally
+    from fastdeploy_mtp.harness.draft_check import DraftRunner, ModelTally
 
     r = DraftRunner(2, 16, 50, seed=0)
     r.admit(0, np.arange(3))

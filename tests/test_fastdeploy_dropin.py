@@ -6,7 +6,8 @@ mask_rollback (docs/contract.md)."""
 import numpy as np
 import pytest
 
-from fastdeploy_mtp import ops, reference, states
+from fastdeploy_mtp import ops, reference
+from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import read_registered
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
 from helpers import (DEVICES, WITH_GUARDED, assert_states_equal, call_op, preprocess_attrs,

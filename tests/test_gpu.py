@@ -6,7 +6,8 @@ and bad-input tests run on the GPU through their `device` parameter)."""
 import numpy as np
 import pytest
 
-from fastdeploy_mtp import ops, states
+from fastdeploy_mtp import ops
+from fastdeploy_mtp.harness import states
 from helpers import (assert_mask_like_reference, assert_states_equal, assert_unchanged,
                      break_mask_request, break_preprocess_request, gpu_available, preprocess_attrs, prompts_state, run_mask_ref,
                      run_preprocess_op, run_preprocess_ref, skipped_mask_requests, to_numpy,
@@ -379,7 +380,7 @@ def test_the_mask_kernel_waits_for_the_kernel_before_it(bsz, seed):
     """The kernel before it on the stream lets it launch early (a programmatic
     dependent launch) and writes its cursor 10 ms later: the op (one block, a
     cluster, a grid) must compute from what that kernel wrote."""
-    from fastdeploy_mtp.gpu_bench import bench_library
+    from fastdeploy_mtp.bench.gpu import bench_library
 
     lib = bench_library()
     m = states.mask_state(np.random.default_rng(seed), bsz)

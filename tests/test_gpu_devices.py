@@ -16,7 +16,8 @@ import numpy as np
 import paddle
 import pytest
 
-from fastdeploy_mtp import ops, states
+from fastdeploy_mtp import ops
+from fastdeploy_mtp.harness import states
 from helpers import (assert_states_equal, assert_unchanged, break_mask_request,
                      break_preprocess_request, gpu_available, preprocess_attrs, run_mask_ref,
                      run_preprocess_ref, to_numpy, to_tensors)

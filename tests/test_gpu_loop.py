@@ -7,7 +7,8 @@ Paddle has no CUDA."""
 import numpy as np
 import pytest
 
-from fastdeploy_mtp import ops, simulate
+from fastdeploy_mtp import ops
+from fastdeploy_mtp.harness import simulate
 from helpers import gpu_available, sim_args
 
 pytestmark = [pytest.mark.gpu,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import guarded
-from fastdeploy_mtp import states
+from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.signature import UPDATE_ATTN_MASK_OFFSETS
 from helpers import GUARDED, assert_mask_like_reference
 

@@ -13,7 +13,8 @@ import argparse
 import numpy as np
 import pytest
 
-from fastdeploy_mtp import ops, reference, states
+from fastdeploy_mtp import ops, reference
+from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
 from helpers import (DEVICES, WITH_GUARDED, assert_unchanged, call_op, outcome_mismatch,
                      preprocess_attrs, to_numpy, to_tensors)
@@ -729,7 +730,7 @@ def test_bench_on_a_gpu_without_one_is_one_line_and_exit_2(monkeypatch, capsys, 
 
 def test_bench_without_a_gpu_times_the_cpu(monkeypatch, capsys):
     """A CUDA build of Paddle on a machine with no GPU: bench's default is the CPU."""
-    from fastdeploy_mtp import bench
+    from fastdeploy_mtp.bench import cpu as bench
 
     _pretend(monkeypatch, True, 0)
     monkeypatch.setattr(bench, "insert_bench", lambda rounds: print("insert timed"))

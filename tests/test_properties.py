@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fastdeploy_mtp import ops, states
+from fastdeploy_mtp import ops
+from fastdeploy_mtp.harness import states
 from helpers import (DEVICES, assert_unchanged, preprocess_attrs, prompts_state, run_mask_op,
                      skipped_mask_requests, to_numpy, to_tensors)
 

@@ -12,7 +12,7 @@ from fastdeploy_mtp import ops, reference
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import OPS
 from helpers import preprocess_attrs, to_numpy, to_tensors
-from fastdeploy_mtp import states
+from fastdeploy_mtp.harness import states
 
 REPO = __import__("os").path.dirname(__import__("os").path.dirname(__import__("os").path.abspath(__file__)))
 

@@ -5,7 +5,8 @@ draft model and the cache-free oracle."""
 import numpy as np
 import pytest
 
-from fastdeploy_mtp import ops, sim_fastdeploy, simulate, simulate_cli
+from fastdeploy_mtp import ops
+from fastdeploy_mtp.harness import sim_fastdeploy, simulate, simulate_cli
 from fastdeploy_mtp.buffers import write
 from fastdeploy_mtp.proposer import MTPProposer, ProposerConfig, make_base_buffers
 from fastdeploy_mtp.slots import Request

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from fastdeploy_mtp import simulate, simulate_cli
+from fastdeploy_mtp.harness import simulate, simulate_cli
 from helpers import sim_args
 
 
@@ -145,3 +145,19 @@ def test_captured_draft_refuses_a_token_bound_that_is_not_a_positive_int(max_tok
                               legacy=False)
     with pytest.raises(ValueError, match="max_tokens must be a positive int"):
         captured.CapturedDraft(node.proposer, max_tokens=max_tokens)
+
+
+def test_the_captured_draft_s_warm_up_calls_both_ops_on_a_throwaway_state(monkeypatch):
+    """The warm-up before a capture runs each op once (here on the CPU, where
+    the same calls run) on a proposer of its own, not the runner's."""
+    import paddle
+
+    from fastdeploy_mtp import captured, ops
+
+    seen = []
+    for name in ("draft_model_preprocess", "update_attn_mask_offsets"):
+        real = getattr(ops, name)
+        monkeypatch.setattr(ops, name, lambda *a, _r=real, _n=name, **k: (seen.append(_n),
+                                                                         _r(*a, **k))[1])
+    captured._warm_up(paddle.CPUPlace())
+    assert sorted(seen) == ["draft_model_preprocess", "update_attn_mask_offsets"]

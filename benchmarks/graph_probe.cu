@@ -14,10 +14,10 @@
 // baseline leave every tensor byte-identical after the same steps, eager and
 // replayed.
 //
-//   bash tests/graph_probe.sh [REV]             (here: states, baseline REV, build)
+//   bash benchmarks/graph_probe.sh [REV]             (here: states, baseline REV, build)
 //   build/probe/probe build/probe/states [BSZ ...] [--quick] [--only NAME[,NAME...]]
 //
-// The states are the graph table's (tests/graph_probe.py).
+// The states are the graph table's (benchmarks/graph_probe.py).
 #include <cuda_runtime.h>
 
 #include <algorithm>

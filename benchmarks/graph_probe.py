@@ -1,6 +1,6 @@
-"""Writes the benchmark states for the graph probe (tests/graph_probe.cu).
+"""Writes the benchmark states for the graph probe (benchmarks/graph_probe.cu).
 
-    python tests/graph_probe.py DIR [--bsz 1 64 ...]
+    python benchmarks/graph_probe.py DIR [--bsz 1 64 ...]
 
 The probe times captured steps with the CUDA kernels alone (no Paddle), so
 launch shapes can be tried on the GPU machine without the Paddle runtime. It
@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from fastdeploy_mtp import states  # noqa: E402
+from fastdeploy_mtp.harness import states  # noqa: E402
 
 GRAPH_BSZ = (1, 64, 512, 1024, 4096, 8192)
 K = 3

@@ -2,7 +2,7 @@
 
     ncu --kernel-name regex:"preprocess_kernel|mask_kernel" \
         --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size \
-        python tests/gpu_profile.py --bsz 64
+        python benchmarks/gpu_profile.py --bsz 64
 
 Runs, after a warm-up, a few steps of draft_model_preprocess (asynchronous,
 not_need_stop on the GPU) and three update_attn_mask_offsets calls, with the
@@ -17,7 +17,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from fastdeploy_mtp import ops, states  # noqa: E402
+from fastdeploy_mtp import ops
+from fastdeploy_mtp.harness import states  # noqa: E402
 
 
 def main():

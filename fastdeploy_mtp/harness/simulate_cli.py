@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Optional
 
-from .devices import gpu_problem
+from ..devices import gpu_problem
 from .simulate import run
 
 # Bounds that keep a run within this machine's memory and a sensible time.

@@ -33,8 +33,9 @@ import time
 
 import numpy as np
 
-from . import _build, ops, reference, states
-from .buffers import tensors
+from .. import _build, ops, reference
+from ..harness import states
+from ..buffers import tensors
 
 K = 3
 
@@ -97,8 +98,8 @@ def _interleaved(variants: dict, calls: int, rounds: int) -> dict:
 def _check_floor_signatures() -> None:
     """The floors must cost what the ops' signatures cost: Paddle's dispatch of
     in-place outputs alone is several microseconds. Compared with the table."""
-    from .registration import differences, read_registered
-    from .signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
+    from ..registration import differences, read_registered
+    from ..signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
 
     pairs = [(DRAFT_MODEL_PREPROCESS, n) for n in
              ("bench_floor_preprocess", "bench_empty_preprocess", "bench_baseline_preprocess",
@@ -286,7 +287,7 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
 def main(args) -> int:
     import sys
 
-    from .devices import gpu_problem
+    from ..devices import gpu_problem
 
     problem = gpu_problem("bench-gpu")
     if problem:

@@ -29,11 +29,11 @@ from typing import List, Optional, Union
 
 import numpy as np
 
-from .buffers import make_base_buffers, read as _read, write as _write
-from .captured import CapturedDraft
+from ..buffers import make_base_buffers, read as _read, write as _write
+from ..captured import CapturedDraft
 from .draft_check import DraftRunner, ModelTally, true_ends
 from . import sim_fastdeploy
-from .proposer import MTPProposer, ProposerConfig, Request
+from ..proposer import MTPProposer, ProposerConfig, Request
 from .sim_models import VOCAB, ScriptedBase, draft_substep_update
 
 

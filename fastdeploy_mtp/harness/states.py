@@ -12,7 +12,7 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-from .signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
+from ..signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
 
 State = Dict[str, np.ndarray]
 

@@ -25,9 +25,9 @@ from typing import Iterable
 
 import numpy as np
 
-from . import ops
-from .buffers import SLOT_FIELDS, read, write
-from .slots import Request
+from .. import ops
+from ..buffers import SLOT_FIELDS, read, write
+from ..slots import Request
 
 
 @dataclass

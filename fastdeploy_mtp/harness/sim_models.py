@@ -16,8 +16,8 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from .buffers import read as _read, write as _write
-from .proposer import MTPProposer
+from ..buffers import read as _read, write as _write
+from ..proposer import MTPProposer
 
 EOS = 2  # the end token of the simulated vocabulary
 VOCAB = 1000

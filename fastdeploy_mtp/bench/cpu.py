@@ -18,9 +18,10 @@ import time
 
 import numpy as np
 
-from . import ops, reference, states
-from .buffers import tensors
-from .devices import gpu_problem
+from .. import ops, reference
+from ..harness import states
+from ..buffers import tensors
+from ..devices import gpu_problem
 
 ROUNDS = 5  # the default of --rounds
 K = 3  # num_model_step of the benchmark states
@@ -122,7 +123,7 @@ def insert_per_field(p, requests) -> None:
 
 def insert_bench(n_requests: int = 256, rounds: int = ROUNDS) -> None:
     """Batched insert vs one write per field per request, side by side."""
-    from .proposer import MTPProposer, ProposerConfig, Request, make_base_buffers
+    from ..proposer import MTPProposer, ProposerConfig, Request, make_base_buffers
 
     cfg = ProposerConfig(num_model_steps=K, max_model_len=512, max_num_seqs=n_requests)
     p = MTPProposer(cfg, make_base_buffers(n_requests, K))
@@ -145,8 +146,8 @@ def simulator_bench(steps: int = 40, batch: int = 8, k: int = 3, image_prob: flo
     next to the same run with the scripted draft, per mode."""
     import argparse
 
-    from .simulate import run
-    from .simulate_cli import add_arguments
+    from ..harness.simulate import run
+    from ..harness.simulate_cli import add_arguments
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
