@@ -42,13 +42,20 @@ smoke() {  # an op's error path must raise a Python exception, not crash
   python3 -c "
 import numpy as np, paddle
 from fastdeploy_mtp import ops
-from fastdeploy_mtp.harness import states
-s = states.mask_state(np.random.default_rng(1), 4)
-s['seq_lens_this_time'][:] = -1; s['is_block_step'][:] = False; s['seq_lens_decoder'][:] = 3
+B = 4  # four decodes whose mask cursor would pass int32: refused by the kernel's checks
+s = dict(ids_remove_padding=np.zeros(B, np.int64), seq_lens_this_time=np.ones(B, np.int32),
+         seq_lens_encoder=np.zeros(B, np.int32), seq_lens_decoder=np.full(B, 3, np.int32),
+         cu_seqlens_q=np.arange(B + 1, dtype=np.int32),
+         attn_mask_offsets_full=np.zeros((B, 8), np.int32),
+         attn_mask_offsets_decoder=np.full(B, 2**31 - 1, np.int32),
+         is_block_step=np.zeros(B, bool), decode_states=np.zeros((B, 4), np.int32),
+         mask_rollback=np.zeros(B, np.int32))
 try:
     ops.update_attn_mask_offsets(**{k: paddle.to_tensor(v, place=paddle.CUDAPlace(0)) for k, v in s.items()})
 except ops.BadInputError as e:
     print('raised:', e)
+else:
+    raise SystemExit('the refused state was not refused')
 "
 }
 {

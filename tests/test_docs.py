@@ -180,7 +180,7 @@ def test_the_fields_check_sees_a_default_changed():
     assert readme_fields(text, "ProposerConfig") != code_fields(ProposerConfig)
 
 
-# docs/mutation.md's table of the planted bugs, and the README's counts of them
+# docs/mutation.md's table of the planted bugs, and docs/development.md's counts of them
 # by device, restate tests/mutate.py's set: a mutation added or retired must
 # show in both.
 
@@ -189,11 +189,12 @@ import collections  # noqa: E402
 import mutate  # noqa: E402
 
 MUTATION_PAGE = README.with_name("docs") / "mutation.md"
+DEVELOPMENT = README.with_name("docs") / "development.md"
 
 
 def stated_mutation_counts(page: str, readme: str) -> dict:
     """What the docs say: the page's total, each row's count by the files it
-    names, and the README's count for each of mutate.py's devices."""
+    names, and docs/development.md's count for each of mutate.py's devices."""
     counts = {"total": int(re.search(r"## The set \((\d+) mutations\)", page).group(1))}
     table = page.split("## The set", 1)[1].split("\n## ", 1)[0]
     for line in table.splitlines():
@@ -231,12 +232,12 @@ def mutation_docs_mismatch(page: str, readme: str) -> dict:
 
 
 def test_the_docs_count_the_mutations_as_mutate_py_holds_them():
-    mismatch = mutation_docs_mismatch(MUTATION_PAGE.read_text(), README.read_text())
+    mismatch = mutation_docs_mismatch(MUTATION_PAGE.read_text(), DEVELOPMENT.read_text())
     assert mismatch == {"differ": {}, "unlisted": []}
 
 
 def test_the_mutation_count_check_sees_a_row_and_a_device_miscounted():
-    page, readme = MUTATION_PAGE.read_text(), README.read_text()
+    page, readme = MUTATION_PAGE.read_text(), DEVELOPMENT.read_text()
     row = "| `custom_ops/mtp_cpu.h` (CPU driver) | "
     n = int(page.split(row, 1)[1].split(" ", 1)[0])
     wrong_row = page.replace(f"{row}{n} ", f"{row}{n + 1} ", 1)
