@@ -10,7 +10,8 @@
 # whole test suite (every differential and bad-input test runs on the GPU
 # too), compute-sanitizer memcheck, racecheck and synccheck over a fuzz run, the
 # simulator's closed loop with the ops on the GPU, and the benchmarks. Exits
-# non-zero if any step failed. SKIP_BENCH=1 skips the benchmarks,
+# non-zero if any step failed. SKIP_PYTEST=1 skips the test suite (to run it
+# in a call of its own), SKIP_BENCH=1 the benchmarks,
 # SKIP_NUMPY_BENCH=1 the one against the numpy reference; BENCH_ROUNDS sets
 # bench-gpu's interleaved rounds (default 7); FUZZ_SEED gives the sanitizers'
 # fuzz runs other states than the default seed's (gpu_fuzz.py --seed).
@@ -78,7 +79,9 @@ if ! step "error path raises" "raised" smoke; then
   step "error path raises (fallback)" "raised" smoke && failed=0
 fi
 step "registration check" "matches|DIFFER" python3 -m fastdeploy_mtp check
-step "pytest (CPU and GPU)" "passed|failed" python3 -m pytest -q -p no:cacheprovider tests
+if [ "${SKIP_PYTEST:-0}" != 1 ]; then
+  step "pytest (CPU and GPU)" "passed|failed" python3 -m pytest -q -p no:cacheprovider tests
+fi
 fuzz=(python3 tests/gpu_fuzz.py --seed "${FUZZ_SEED:-2026}")
 step "memcheck over fuzz" "ERROR SUMMARY|gpu_fuzz" \
   compute-sanitizer --tool memcheck --error-exitcode 3 "${fuzz[@]}" --iterations 60
