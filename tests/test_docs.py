@@ -342,5 +342,12 @@ def test_each_command_in_the_readme_prints_what_it_shows(capsys, argv, shown):
 
     code = main(argv)
     printed = capsys.readouterr().out
-    assert printed == shown
+    # The largest logit difference is float rounding (its digits vary with the
+    # machine's BLAS and Paddle): the same on both sides within a few percent,
+    # or both below the oracle's tolerance; every other character is exact.
+    diff = re.compile(r"(?<=max \|logit diff\| )[0-9.e+-]+")
+    seen, said = map(float, diff.findall(printed)), map(float, diff.findall(shown))
+    for a, b in zip(seen, said):
+        assert (a < 1e-4 and b < 1e-4) or abs(a - b) <= 0.05 * b, (a, b)
+    assert diff.sub("X", printed) == diff.sub("X", shown)
     assert code == (0 if shown.rstrip().splitlines()[-1].startswith("OK") else 1)
