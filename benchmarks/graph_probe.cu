@@ -511,7 +511,7 @@ int main(int argc, char** argv) {
   shaped("no-share", [](mtp::LaunchShape& s) { s.share_long_prompts = false; });
   shaped("no-cluster", [](mtp::LaunchShape& s) { s.mask_cluster.blocks = 0; });
   shaped("cl-t256", [](mtp::LaunchShape& s) { s.mask_cluster.threads = 256; });
-  // Clusters of 8 blocks (the eighth session's shapes) and thinner blocks.
+  // Clusters of 8 blocks and thinner blocks.
   shaped("cl8", [](mtp::LaunchShape& s) {
     s.mask_cluster = {512, 8, 512, 128};
     s.preprocess_cluster = {128, 8, 128, 32};

@@ -77,10 +77,9 @@ def compile_flags(cuda: bool) -> Dict[str, List[str]]:
     # Paddle 2.6 passes -std=c++14 by default; nvcc 13 and our headers need 17.
     # -fno-tree-loop-distribute-patterns: g++ otherwise turns the per-request
     # row loops (a few int64 each) into memset/memcpy calls, whose call cost
-    # was ~15% of draft_model_preprocess at bsz 4096 (measured side by side).
-    # -fvect-cost-model=cheap: -O2's default model vectorises no loop of
-    # runtime length, such as the check of a prompt's mask offsets (the mask
-    # op at bsz 4096: ~95 -> ~77 us, measured side by side).
+    # outweighs rows that short. -fvect-cost-model=cheap: -O2's default model
+    # vectorises no loop of runtime length, such as the check of a prompt's
+    # mask offsets (docs/performance.md).
     flags = {"cxx": ["-O2", "-fvect-cost-model=cheap", "-fno-tree-loop-distribute-patterns",
                      "-std=c++17", f"-I{SOURCE_DIR}",
                      f"-DFASTDEPLOY_MTP_PADDLE_MAJOR={paddle_major()}"]}
