@@ -182,14 +182,27 @@ def _other_dtype(arr):
     return arr.astype(np.int32) if arr.dtype != np.int32 else arr.astype(np.int64)
 
 
+# A wrong dtype of the same byte size: a check that compared sizes only, or
+# read the bytes as the right type, would take it.
+SAME_SIZE = {np.dtype(bool): np.uint8, np.dtype(np.int32): np.float32,
+             np.dtype(np.int64): np.float64}
+
+
+def _same_size_dtype(arr):
+    return arr.astype(SAME_SIZE[arr.dtype])
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", [t.name for t in DRAFT_MODEL_PREPROCESS.inputs])
-@pytest.mark.parametrize("fault", ["dtype", "rank", "rows"])
+@pytest.mark.parametrize("fault", ["dtype", "same-size dtype", "rank", "rows"])
 def test_preprocess_static_checks(device, name, fault):
     s = idle_preprocess_state(2)
     decode_request(s, 0, 2)
     if fault == "dtype":
         s[name] = _other_dtype(s[name])
+        expect = "must be"
+    elif fault == "same-size dtype":
+        s[name] = _same_size_dtype(s[name])
         expect = "must be"
     elif fault == "rank":
         s[name] = s[name].reshape(s[name].shape + (1, 1))
@@ -344,11 +357,14 @@ def test_mask_last_request_one_token_past_ids_remove_padding(device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", [t.name for t in UPDATE_ATTN_MASK_OFFSETS.inputs
                                   if t.name != "ids_remove_padding"])
-@pytest.mark.parametrize("fault", ["dtype", "rows"])
+@pytest.mark.parametrize("fault", ["dtype", "same-size dtype", "rows"])
 def test_mask_static_checks(device, name, fault):
     s = mask_base()
     if fault == "dtype":
         s[name] = _other_dtype(s[name])
+        expect = "must be"
+    elif fault == "same-size dtype":
+        s[name] = _same_size_dtype(s[name])
         expect = "must be"
     elif name == "seq_lens_this_time":
         pytest.skip("seq_lens_this_time defines bsz")

@@ -365,6 +365,38 @@ def test_views_into_one_buffer_are_refused(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("second", [4, 3])
+def test_adjacent_views_are_taken_and_views_one_element_over_are_not(device, second):
+    """mask_rollback = buf[0:4] and accept_num = buf[second:second + 4]: at 4 the
+    two touch without sharing an element, which is two tensors (the op runs as
+    on separate copies); at 3 they share one element, which is refused."""
+    import paddle
+
+    from helpers import place_of
+
+    s = decode_batch(4)
+    want = {k: v.copy() for k, v in s.items()}
+    reference.draft_model_preprocess(**want, **preprocess_attrs(1, v1=True))
+    whole = np.zeros(10, np.int32)
+    whole[second:second + 4] = s["accept_num"]
+    whole[0:4] = s["mask_rollback"]
+    buf = paddle.to_tensor(whole, place=place_of(device))
+    t = to_tensors(s, device)
+    t["mask_rollback"], t["accept_num"] = buf[0:4], buf[second:second + 4]
+    assert t["accept_num"].data_ptr() - t["mask_rollback"].data_ptr() == 4 * second  # views
+    if second == 4:
+        preprocess(t)
+        got = to_numpy(t)
+        for name in DRAFT_MODEL_PREPROCESS.input_names:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    else:
+        before = to_numpy(t)
+        with pytest.raises(ops.BadInputError, match="mask_rollback and accept_num share memory"):
+            preprocess(t)
+        assert_unchanged(t, before)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_one_tensor_for_two_arguments_of_different_shapes_is_refused(device):
     """pre_ids passed for draft_tokens too (both [N, *] int64, both written)."""
     s = decode_batch(4)
@@ -472,15 +504,39 @@ def test_read_only_non_contiguous_view_is_fine(device):
     ("num_model_step", -1, "must be in [1, 2147483647]"),
     ("num_model_step", 2**31, "must be in [1, 2147483647], got 2147483648"),
     ("num_model_step", 2**63, "must be in [1, 2147483647], got 9223372036854775808"),
+    ("num_model_step", np.int32(0), "must be in [1, 2147483647], got 0"),
+    ("num_model_step", np.int64(2**31), "must be in [1, 2147483647], got 2147483648"),
+    ("num_model_step", np.float32(2), "must be an int"),
     ("splitwise_prefill", "False", "must be a bool"),
     ("truncate_first_token", 1, "must be a bool"),
     ("kvcache_scheduler_v1", None, "must be a bool"),
+    # numpy integers are ints, not bools, even 0 and 1 (np.bool_ is a bool)
+    ("splitwise_prefill", np.int64(1), "must be a bool"),
+    ("truncate_first_token", np.int32(0), "must be a bool"),
+    ("kvcache_scheduler_v1", np.uint8(1), "must be a bool"),
 ])
 def test_attributes_are_type_checked(device, attr, value, needle):
     s = decode_batch(3)
     attrs = dict(preprocess_attrs(2, v1=True), **{attr: value})
     refused(lambda t: ops.draft_model_preprocess(**t, **attrs), to_tensors(s, device), s,
             f"draft_model_preprocess: {attr} {needle}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("k", [I32_MAX, np.int32(I32_MAX), np.int64(I32_MAX), 1, np.int8(1)])
+def test_num_model_step_at_either_end_of_its_range_is_accepted(device, k):
+    """The bounds themselves, as Python and numpy integers, are in range: a
+    batch whose base requests all stopped runs (nothing to roll back) and
+    agrees with the reference."""
+    s = decode_batch(3)
+    s["base_model_stop_flags"][:] = True
+    attrs = dict(preprocess_attrs(2, v1=True), num_model_step=k)
+    t = to_tensors(s, device)
+    call_op(DRAFT_MODEL_PREPROCESS, t, attrs)  # raises if the attribute were refused
+    want = {n: a.copy() for n, a in s.items()}
+    reference.draft_model_preprocess(**want, **attrs)
+    for name, arr in want.items():
+        assert np.array_equal(t[name].numpy(), arr), name
 
 
 @pytest.mark.parametrize("device", DEVICES)
