@@ -334,6 +334,9 @@ MUTATIONS = [
              "got, want = logits[q:q + n], full[start:M]",
              "got, want = logits[q + n - 1:q + n], full[M - 1:M]"),
     # -- the real draft model (what a runner's draft forward does with the mask) ------
+    Mutation("the model's attention ignoring a window's start", TINY,
+             "allowed = (keys >= starts[:, None]) & (keys < ends[:, None])",
+             "allowed = keys < ends[:, None]"),
     Mutation("cached attention stops one key short", TINY,
              "ends = np.minimum(ends_all[q0:q0 + n].astype(np.int64), self.L)",
              "ends = np.minimum(ends_all[q0:q0 + n].astype(np.int64) - 1, self.L)"),

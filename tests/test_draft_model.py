@@ -149,3 +149,33 @@ def test_a_position_the_draft_never_computed_is_a_disagreement():
     r.substep(ids, [(0, 0, 2, 5)], offsets, tally, "here")
     assert tally.tokens == 2 and tally.disagreements == 2
     assert "attend position 0, which the draft never computed" in tally.first
+
+
+def test_the_model_s_attention_honours_a_window_start():
+    """The op writes start 0 for every token today, so only a direct test sees
+    a model that ignores a window's start: each query must attend exactly keys
+    [start, end), as a numpy softmax over that window does, and keys before
+    its start must not change what it computes."""
+    import paddle
+
+    from fastdeploy_mtp.harness.tiny_model import _attend
+
+    rng = np.random.default_rng(3)
+    M, H, hd = 7, 2, 4
+    q, k, v = (rng.standard_normal((M, H, hd)).astype(np.float32) for _ in range(3))
+    starts = np.array([0, 1, 2, 2, 3, 5, 6])
+    ends = np.array([1, 3, 3, 5, 6, 7, 7])
+    got = _attend(*map(paddle.to_tensor, (q, k, v)), starts, ends).numpy()
+    for r in range(M):
+        s, e = starts[r], ends[r]
+        scores = np.einsum("hd,mhd->hm", q[r], k[s:e]) / np.sqrt(hd)
+        w = np.exp(scores - scores.max(axis=1, keepdims=True))
+        w /= w.sum(axis=1, keepdims=True)
+        np.testing.assert_allclose(got[r], np.einsum("hm,mhd->hd", w, v[s:e]), rtol=1e-5,
+                                   atol=1e-6, err_msg=f"query {r}")
+    k2, v2 = k.copy(), v.copy()
+    k2[:5] += 10.0  # every key before the last query's start of 6 ...
+    v2[:5] -= 3.0
+    again = _attend(*map(paddle.to_tensor, (q, k2, v2)), starts, ends).numpy()
+    np.testing.assert_allclose(again[5:], got[5:], rtol=1e-6)  # ... unseen by queries 5, 6
+    assert not np.allclose(again[:5], got[:5])
