@@ -20,10 +20,12 @@ def _check(args) -> int:
 
 
 def _signature(args) -> int:
+    from pathlib import Path
+
     from ._build import SOURCE_DIR
     from .signature import HEADER_PATH, render_cpp_header
 
-    path = SOURCE_DIR / HEADER_PATH.split("/", 1)[1]
+    path = SOURCE_DIR / Path(HEADER_PATH).name  # the checkout's custom_ops/ or the installed copy
     text = render_cpp_header()
     if args.write:
         path.write_text(text)
@@ -117,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "table renders; exit 1 if not")
     sg.add_argument("--write", action="store_true",
                     help="render the header from the table and write it, instead of checking")
+    from .bench.cpu import ROUNDS
     from .harness.simulate_cli import add_arguments
 
     sim = command("simulate", "closed-loop simulation of a serving engine around the ops: do the "
@@ -133,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--bsz", type=int, nargs="+", default=[1, 64, 512, 4096], metavar="N",
                    help="batch sizes (requests) to time")
     b.add_argument("--repeat", type=int, default=200, metavar="N", help="op calls timed per round")
-    b.add_argument("--rounds", type=int, default=5, metavar="R",
+    b.add_argument("--rounds", type=int, default=ROUNDS, metavar="R",
                    help="rounds, op and reference alternating (the median is shown)")
     command("bench-sim", "wall time of a 40-step simulation with the tiny draft model and its "
                          "cache-free oracle, next to the scripted draft")

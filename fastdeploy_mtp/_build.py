@@ -39,7 +39,8 @@ def _has_sources(folder: Path) -> bool:
 # A checkout is recognised by its setup_ops.py beside the package; anything
 # else (site-packages) uses the sources the install carried.
 CHECKOUT_SOURCE_DIR = _PACKAGE_DIR.parent / "custom_ops"
-IN_CHECKOUT = (_PACKAGE_DIR.parent / "setup_ops.py").is_file() and _has_sources(CHECKOUT_SOURCE_DIR)
+IN_CHECKOUT = ((_PACKAGE_DIR.parent / "setup_ops.py").is_file()
+               and _has_sources(CHECKOUT_SOURCE_DIR))
 SOURCE_DIR = CHECKOUT_SOURCE_DIR if IN_CHECKOUT else _PACKAGE_DIR / "custom_ops"
 
 

@@ -6,7 +6,7 @@ mask_rollback (docs/contract.md)."""
 import numpy as np
 import pytest
 
-from fastdeploy_mtp import ops, reference
+from fastdeploy_mtp import ops
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import read_registered
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS

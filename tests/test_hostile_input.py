@@ -711,13 +711,24 @@ def test_decode_role_needs_room_for_k_positions():
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["simulate", "--seed", "-1"], "--seed must be >= 0"),
+    (["simulate", "--seed", "-1"], "--seed must be >= 0, got -1"),
     (["simulate", "-k", "100000"], "--num-model-steps must be within [1, 64]"),
     (["simulate", "-k", "0"], "--num-model-steps must be within [1, 64]"),
     (["simulate", "--max-prompt", "10000000"], "--max-prompt must be within [2, 8192]"),
     (["simulate", "--batch", "100000000"], "--batch must be within [1, 4096]"),
     (["simulate", "--steps", "0"], "--steps must be within [1, 100000]"),
-    (["simulate", "--finish-prob", "1.5"], "--finish-prob must be within [0, 1]"),
+    (["simulate", "--finish-prob", "1.5"], "--finish-prob must be within [0, 1], got 1.5"),
+    (["simulate", "--draft-eos-prob", "-0.25"], "--draft-eos-prob must be within [0, 1], got -0.25"),
+    (["simulate", "--arrival-prob", "nan"], "--arrival-prob must be within [0, 1], got nan"),
+    # argparse's own refusals, in one line too, naming the value
+    (["simulate", "--mode", "foo"], "invalid choice: 'foo'"),
+    (["simulate", "-k", "three"], "invalid int value: 'three'"),
+    (["simulate", "--draft-model", "big"], "invalid choice: 'big'"),
+    (["simulate", "--image-prob", "half"], "invalid float value: 'half'"),
+    (["simulate", "stray"], "unrecognized arguments: stray"),
+    (["bogus"], "invalid choice: 'bogus'"),
+    ([], "the following arguments are required: COMMAND"),
+    (["bench", "--bsz"], "expected at least one argument"),
     (["simulate", "--plot", "/nonexistent-folder/x.png"], "does not exist or is not writable"),
     (["simulate", "--plot", "plot.notanimage"], "unknown image type 'notanimage'"),
     (["simulate", "--graphs"], "--graphs needs --device gpu"),
@@ -725,6 +736,9 @@ def test_decode_role_needs_room_for_k_positions():
     (["bench", "--repeat", "0"], "--repeat must be within [1, 1000000], got 0"),
     (["bench", "--repeat", "-5"], "--repeat must be within"),
     (["bench-gpu", "--rounds", "0"], "--rounds must be within"),
+    (["bench", "--rounds", "0"], "--rounds must be within [1, 1000], got 0"),
+    (["bench-gpu", "--bsz", "0"], "--bsz must be within [1, 1048576], got 0"),
+    (["bench-gpu", "--calls", "0"], "--calls must be within [1, 1000000], got 0"),
 ])
 def test_command_line_misuse_is_one_line_and_exit_2(capsys, argv, needle):
     import importlib.util
@@ -737,6 +751,7 @@ def test_command_line_misuse_is_one_line_and_exit_2(capsys, argv, needle):
     out, err = capsys.readouterr()
     assert out == "", out  # refused before any run: no table rows
     assert needle in err and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "usage:" not in err, err  # the mistake alone, not argparse's usage
 
 
 def test_plot_without_matplotlib_is_one_line_and_exit_2(monkeypatch, capsys):

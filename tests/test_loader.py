@@ -115,8 +115,10 @@ def snapshot():
 
 before = snapshot()
 import fastdeploy_mtp
-for m in pkgutil.iter_modules(fastdeploy_mtp.__path__):
-    importlib.import_module("fastdeploy_mtp." + m.name)
+modules = [m.name for m in pkgutil.walk_packages(fastdeploy_mtp.__path__, "fastdeploy_mtp.")]
+assert "fastdeploy_mtp.harness.simulate" in modules and "fastdeploy_mtp.bench.gpu" in modules
+for name in modules:
+    importlib.import_module(name)
 imported = snapshot()
 from fastdeploy_mtp import ops
 ops.load_library()

@@ -19,9 +19,9 @@ import time
 import numpy as np
 
 from .. import ops, reference
-from ..harness import states
 from ..buffers import tensors
 from ..devices import gpu_problem
+from ..harness import states
 
 ROUNDS = 5  # the default of --rounds
 K = 3  # num_model_step of the benchmark states
@@ -66,8 +66,8 @@ def main(args) -> int:
     rng = np.random.default_rng(0)
     attrs = dict(num_model_step=K, truncate_first_token=False, splitwise_prefill=False,
                  kvcache_scheduler_v1=True)
-    print(f"device: {device} (paddle {paddle.__version__}); per-call medians of {args.rounds} rounds "
-          f"of {args.repeat} op calls; num_model_step = {K}")
+    print(f"device: {device} (paddle {paddle.__version__}); per-call medians of {args.rounds} "
+          f"rounds of {args.repeat} op calls; num_model_step = {K}")
     header = f"{'op':<26}{'bsz':>6}{'op us':>12}{'numpy ref us':>15}{'ref / op':>10}"
     print(header)
     print("-" * len(header))

@@ -34,8 +34,8 @@ import time
 import numpy as np
 
 from .. import _build, ops, reference
-from ..harness import states
 from ..buffers import tensors
+from ..harness import states
 
 K = 3
 
