@@ -478,7 +478,6 @@ int main(int argc, char** argv) {
     change(v.shape);
     variants.push_back(v);
   };
-  shaped("no-overlap", [](mtp::LaunchShape& s) { s.overlap_launch = false; });
   shaped("mw1024", [](mtp::LaunchShape& s) { s.mask_max_warps = 1024; });
   shaped("mw512", [](mtp::LaunchShape& s) { s.mask_max_warps = 512; });
   shaped("mw256", [](mtp::LaunchShape& s) { s.mask_max_warps = 256; });
@@ -487,8 +486,6 @@ int main(int argc, char** argv) {
   shaped("lanes32", [](mtp::LaunchShape& s) { s.mask_lanes = 32; });
   shaped("lanes16", [](mtp::LaunchShape& s) { s.mask_lanes = 16; });
   shaped("lanes8", [](mtp::LaunchShape& s) { s.mask_lanes = 8; });
-  shaped("lanes4", [](mtp::LaunchShape& s) { s.mask_lanes = 4; });
-  shaped("lanes2", [](mtp::LaunchShape& s) { s.mask_lanes = 2; });
   shaped("wide1024", [](mtp::LaunchShape& s) { s.mask_wide_max = 1024; });
   shaped("wide4096", [](mtp::LaunchShape& s) { s.mask_wide_max = 4096; });
   shaped("wide2048", [](mtp::LaunchShape& s) { s.mask_wide_max = 2048; });
@@ -508,7 +505,6 @@ int main(int argc, char** argv) {
   }
   shaped("grid128", [](mtp::LaunchShape& s) { s.grid_threads = 128; });
   shaped("oneblock128", [](mtp::LaunchShape& s) { s.one_block_max = 128; });
-  shaped("no-share", [](mtp::LaunchShape& s) { s.share_long_prompts = false; });
   shaped("no-cluster", [](mtp::LaunchShape& s) { s.mask_cluster.blocks = 0; });
   shaped("cl-t256", [](mtp::LaunchShape& s) { s.mask_cluster.threads = 256; });
   // Clusters of 8 blocks and thinner blocks.

@@ -8,6 +8,7 @@
 #include <cooperative_groups.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "early_start.cuh"
 #include "mtp_kernels.h"
@@ -61,7 +62,30 @@ __device__ Verdict block_agree(Verdict v) {
   return warp_agree(r);
 }
 
-// How a kernel's threads share out the batch and agree on it: one block...
+// A scope: how the threads of one launch share out the batch and agree on it.
+// OneBlock, Cluster and WholeGrid (below) are the scopes, the launch plan's
+// Scope (launch_rules.h) names which one a launch runs in, and every scope
+// has these members, which a kernel calls in this order:
+//   start()          first, in every thread, before anything else;
+//   first(), stride() the thread's requests (or groups) are first,
+//                    first + stride, ... up to the batch: together the
+//                    threads of the launch cover each exactly once;
+//   leader()         true in exactly one thread of the launch (it reads the
+//                    pending error and writes a failure's report);
+//   agree(v)         once, in every thread, after the checks and before any
+//                    write: the launch's verdict (combine() over every
+//                    thread's v), the same in every thread. agree_blocks(v)
+//                    instead where each block's threads already hold one
+//                    verdict for their block;
+//   reporter()       once, in every thread, after all its writes: true in one
+//                    thread, once every thread of the launch has written.
+// agree, agree_blocks and reporter hold barriers of the scope, so no thread
+// may return before them (a kernel that stops on a failure returns after
+// agree, in every thread alike). Launches share nothing but WholeGrid's
+// scratch, which the launches of one stream take in turn (its reporter
+// leaves the scratch as it found it).
+//
+// The scope of one block...
 struct OneBlock {
   __device__ void start() const {}
   __device__ int64_t first() const { return threadIdx.x; }
@@ -86,8 +110,8 @@ struct OneBlock {
 // each block reads all the slots, so every thread reaches the same verdict.
 //
 // A lane reads up to kSlotsAtOnce slots with every load in flight at once
-// (grids of up to 256 blocks); a loop of dependent reads cost a round trip to
-// L2 per 32 blocks (measured: 8 of them at 256 blocks).
+// (grids of up to 256 blocks); a loop of dependent reads would cost a round
+// trip to L2 per 32 blocks.
 constexpr int kSlotsAtOnce = 8;
 
 __device__ unsigned long long slot_of(Verdict v) {
@@ -156,11 +180,10 @@ struct WholeGrid {
 // another's shared memory, so any block may exit. A block's shared memory
 // exists only once the block runs: start() arrives at a first barrier phase
 // and agree() waits on it before the first remote write.
-// A cluster of more than the portable 8 blocks (up to 16 on sm_90) needs the
-// kernel's leave (allow_big_clusters); cluster_fits asks the device whether it
-// has room for one.
-constexpr int kPortableClusterBlocks = 8;
-constexpr int kMaxClusterBlocks = 16;
+// A cluster of more than the portable kPortableClusterBlocks (up to
+// kMaxClusterBlocks on sm_90, launch_rules.h) needs the kernel's leave
+// (allow_big_clusters); cluster_fits asks the device whether it has room for
+// one.
 
 struct Cluster {
   __device__ void start() const {
@@ -191,6 +214,21 @@ struct Cluster {
   }
 };
 
+// Every scope has the members above, of these types.
+template <typename S>
+constexpr bool is_scope() {
+  const S* s = nullptr;
+  return std::is_same<decltype(s->start()), void>::value &&
+         std::is_same<decltype(s->first()), int64_t>::value &&
+         std::is_same<decltype(s->stride()), int64_t>::value &&
+         std::is_same<decltype(s->leader()), bool>::value &&
+         std::is_same<decltype(s->agree(Verdict{})), Verdict>::value &&
+         std::is_same<decltype(s->agree_blocks(Verdict{})), Verdict>::value &&
+         std::is_same<decltype(s->reporter()), bool>::value;
+}
+static_assert(is_scope<OneBlock>() && is_scope<Cluster>() && is_scope<WholeGrid>(),
+              "a scope lacks a member of the interface above");
+
 // Writes a report into the host's mapped memory: every field but `code`, a
 // system-wide fence, then `code`. The host polls `code` (gpu_record.h), so when
 // it sees a value there the rest is already there too.
@@ -218,26 +256,65 @@ __device__ void add_pending(Verdict& mine, int64_t pending_code) {
   if (pending_code != kOk) mine.bad = kPendingError;
 }
 // The leader's report of the batch's verdict `v`, which every thread holds.
+// The pending record (mtp_kernels.h, Reporting): read whole once no writer
+// holds a claim on it. A claim lasts a few stores of a kernel that is running
+// (it made the claim), so the wait is short.
+__device__ BatchResult read_pending(BatchResult* pending) {
+  const volatile int64_t* code = &pending->code;
+  int64_t c = *code;
+  while (c == kClaimed) c = *code;
+  __threadfence();  // the writer's fields, published before its code
+  const volatile BatchResult* p = pending;
+  BatchResult r;
+  r.any_running = p->any_running;
+  r.request = p->request;
+  for (int k = 0; k < 4; ++k) r.v[k] = p->v[k];
+  r.origin = p->origin;
+  r.code = c;
+  return r;
+}
+__device__ unsigned long long* code_word(BatchResult* r) {
+  return reinterpret_cast<unsigned long long*>(&r->code);
+}
+// Takes `seen` off the pending record if it is still the error there.
+__device__ void clear_pending(BatchResult* pending, const BatchResult& seen) {
+  if (seen.code != kOk)
+    atomicCAS(code_word(pending), (unsigned long long)seen.code, (unsigned long long)kOk);
+}
+// Leaves `r` pending, unless an error is pending already (that one stays).
+__device__ void leave_pending(BatchResult* pending, const BatchResult& r) {
+  if (atomicCAS(code_word(pending), (unsigned long long)kOk, (unsigned long long)kClaimed) !=
+      (unsigned long long)kOk)
+    return;
+  pending->any_running = r.any_running;
+  pending->request = r.request;
+  for (int k = 0; k < 4; ++k) pending->v[k] = r.v[k];
+  pending->origin = r.origin;
+  __threadfence();
+  atomicExch(code_word(pending), (unsigned long long)r.code);
+}
+
+// The leader's report of the batch's verdict `v`, which every thread holds.
 template <typename Scope, typename CheckRequest>
 __device__ Verdict report_verdict(const Scope& scope, OpId op, const Reporting& out, Verdict v,
                                   CheckRequest check) {
   if (v.bad == kNone || !scope.leader()) return v;
   if (v.bad == kPendingError) {
-    BatchResult r = *out.pending;
+    BatchResult r = read_pending(out.pending);
     r.origin |= kDeferred;
     if (out.report != nullptr) {
-      out.pending->code = kOk;
+      clear_pending(out.pending, r);
       publish(out.report, r);
-    } else {
-      out.pending->origin = r.origin;
     }
+    // An asynchronous call leaves the error where it is, for a synchronous
+    // call or raise_pending_errors to take.
   } else {
     const int64_t i = request_of(v.bad);
     const BatchResult r = batch_failure(op, i, check(i));
     if (out.report != nullptr) {
       publish(out.report, r);
     } else {
-      *out.pending = r;
+      leave_pending(out.pending, r);
     }
   }
   return v;

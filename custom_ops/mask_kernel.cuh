@@ -14,9 +14,6 @@
 namespace mtp {
 namespace {
 
-// Blocks of the mask kernel hold at most this many threads.
-constexpr int kMaskMaxThreads = 1024;
-
 // Zeroes out[0, n), 16 bytes a store where the buffer allows. Not unrolled:
 // an unrolled loop of runtime stride first divides for its trip count, a
 // chain of some 40 instructions before the first store (seen in the SASS).
@@ -36,7 +33,7 @@ __device__ void zero(const Scope& scope, int32_t* out, int64_t n) {
 constexpr MaskPlan kNoRequest{kSkip, 0, 0, 0, 0, 0, 0, 0};
 
 // update_attn_mask_offsets gives each request a group of kLanes lanes (32,
-// 16, 8, 4 or 2) that share its tokens, so a warp serves 32 / kLanes requests
+// 16 or 8) that share its tokens, so a warp serves 32 / kLanes requests
 // side by side. Fewer lanes a request mean fewer warps and blocks for a batch
 // (a cheaper agreement, fewer instructions in all) but a longer walk for each
 // warp (its requests' branches one after another); more lanes, fewer turns of
@@ -64,18 +61,14 @@ __device__ int32_t first_offsets(const MaskTensors& t, int64_t i, const G& g) {
   return g.sub < t.mask_full_cols ? t.mask_full[i * t.mask_full_cols + g.sub] : 0;
 }
 
-// A prompt of more than kShareTokens tokens is not walked by its group
-// alone: every thread of its block checks and writes a share of its tokens
-// (SharedPrompts). A real engine's prompts run to thousands of tokens (chunked
-// prefill: attn_mask_offsets_full has max_model_len columns), and a warp that
-// walked one 32 tokens a turn, a load a turn, made a step of 16 requests with
-// prompts of up to 4096 tokens cost 70 us (graph probe). Only the kernels of
-// launches whose prompts may be that long (shares_prompts) have the block's
-// barrier: the others are the kernels of before, instruction for instruction.
-constexpr int32_t kShareTokens = 64;
-bool shares_prompts(const MaskTensors& t) {
-  return t.mask_full_cols > kShareTokens && t.num_tokens > kShareTokens;
-}
+// A prompt of more than kShareTokens tokens (launch_rules.h) is not walked by
+// its group alone: every thread of its block checks and writes a share of its
+// tokens (SharedPrompts). A real engine's prompts run to thousands of tokens
+// (chunked prefill: attn_mask_offsets_full has max_model_len columns), and a
+// warp that walks one 32 tokens a turn, a load a turn, leaves the rest of the
+// batch waiting at the agreement. Only the kernels of launches whose prompts
+// may be that long (shares_prompts) have the block's barrier; the others have
+// none of its cost.
 
 // What the checks of one request (one group) found: whether it passes, and
 // whether its tokens are left to the block (they are checked there).
@@ -92,10 +85,9 @@ struct GroupCheck {
 //
 // kBranchFree: test the request's check bits at once, with no branch. In one
 // block a request's checks are a single warp's chain, and a branch on each
-// check, waiting for its condition, cost about 0.1 us a call (graph probe,
-// bsz 1). In a cluster or a grid, many warps share each SM and hide those
-// waits, and computing every check cost more than it saved (0.6-0.9 us a step
-// at 1024-8192 requests), so there the checks stop at the first failing one.
+// check waits for its condition. In a cluster or a grid, many warps share
+// each SM and hide those waits, and computing every check costs more than it
+// saves, so there the checks stop at the first failing one.
 template <bool kBranchFree, typename G>
 __device__ GroupCheck group_checks_mask(const MaskTensors& t, const MaskPlan& p, int64_t i,
                                         int32_t offset, const G& g, bool sharing) {
@@ -106,8 +98,8 @@ __device__ GroupCheck group_checks_mask(const MaskTensors& t, const MaskPlan& p,
   if (request_ok && checks_tokens(p) && !shared) {
     bad = g.sub < p.n && !mask_offset_ok(offset);
     // Counting down the tokens left keeps every sum below n: counting j up,
-    // j + lanes would wrap int32 for a request near 2^31 tokens (and unsigned
-    // or 64-bit counters cost up to 11% of a step, the graph probe).
+    // j + lanes would wrap int32 for a request near 2^31 tokens (unsigned or
+    // 64-bit counters would avoid that too, at more instructions a token).
     // request_ok has refused a negative n.
     for (int32_t left = p.n - g.sub - g.lanes; left > 0; left -= g.lanes)
       bad |= check_mask_token(t, i, p.n - left).code != kOk;
@@ -126,9 +118,8 @@ __device__ GroupCheck group_checks_mask(const MaskTensors& t, const MaskPlan& p,
 // In one block or a cluster, the same barrier carries the block's verdict on
 // its other checks, so that a block with no long prompt (a batch of decodes,
 // in an engine whose attn_mask_offsets_full has max_model_len columns) agrees
-// with one barrier, as a kernel that shares nothing does: a barrier of its own
-// for the listing cost 0.5 us a step at 64 and at 512 requests (graph probe,
-// 1024 columns).
+// with one barrier, as a kernel that shares nothing does, instead of a barrier
+// of its own for the listing.
 template <int kLanes>
 struct SharedPrompts {
   static constexpr int kGroups = kMaskMaxThreads / kLanes;
@@ -246,11 +237,10 @@ __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t,
   // over the blocks, so that a batch's few long prompts land in different
   // blocks: every gridDim.x-th one a group, or, with 8 lanes a request or
   // fewer, or 16 in a grid, a run of kRun consecutive ones a warp (spreading
-  // a warp's groups too made each of its loads of the requests' values as
-  // many sectors; attn_mask_offsets_full 1024 columns wide, graph probe: 4096
-  // decodes 1.5 us a step, 2048 0.65). Runs at 16 lanes in one block or a
-  // cluster cost long prompts 6% (32 and 512 requests), so there groups stay
-  // spread.
+  // a warp's groups too would make each of its loads of the requests' values
+  // as many sectors). At 16 lanes in one block or a cluster a run would keep
+  // a block's long prompts together, which is what spreading is for, so
+  // there groups stay spread.
   constexpr bool kGrid = std::is_same<Scope, WholeGrid>::value;
   constexpr int kRun = kLanes >= 32 || (kLanes == 16 && !kGrid) ? 1 : 32 / kLanes;
   const int64_t k = threadIdx.x / kLanes;
@@ -281,10 +271,10 @@ __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t,
   __shared__ SharedPrompts<kShare ? kLanes : kMaskMaxThreads> shared;
   // Where the block's verdict is agreed on with the listing (no prompt to
   // walk, no group with a later request), it goes straight to the blocks'
-  // agreement. Not in a grid: there it made a step slower (widened states,
-  // 1024 requests: 12.9 -> 13.7 us), and so did skipping the walks where a
-  // block lists nothing (__syncthreads_or: 12.8 -> 13.3), with no spills;
-  // so a grid keeps the listing apart, and walks.
+  // agreement. Not in a grid: there the grid barrier follows anyway, and
+  // carrying the verdict with the listing, or skipping the walks where a
+  // block lists nothing, only adds work before it; so a grid keeps the
+  // listing apart, and walks.
   constexpr bool kVerdictWithListing = kShare && !kGrid;
   bool walks = false, agreed = false;
   Verdict block{kNone, 0};
@@ -311,9 +301,9 @@ __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t,
       mine.bad = verdict_of(i);
   }
   auto check = [&](int64_t i) { return check_mask(t, plan_mask(t, i), i); };
-  // Spelled with `if constexpr`: as one conditional expression, the compiler
-  // reordered the one-block kernels that share nothing (their SASS is kept
-  // as it was measured).
+  // Spelled with `if constexpr`, so that the kernels that share nothing have
+  // no trace of the other path: as one conditional expression the compiler
+  // may reorder their code around it.
   Verdict v;
   if constexpr (kShare) {
     v = agreed ? report_verdict(scope, kMaskOp, out, scope.agree_blocks(block), check)

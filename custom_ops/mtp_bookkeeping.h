@@ -24,8 +24,8 @@
 #include <stdint.h>
 
 // Forced inline on the host too: the CPU drivers call plan_preprocess twice a
-// request, and g++ stopped inlining it once the plan grew (~70% slower at bsz
-// 4096, measured).
+// request, and g++ does not inline a function of the plan's size on its own;
+// a call a request then costs more than the request's work.
 #if defined(__CUDACC__)
 #define MTP_HD __host__ __device__ __forceinline__
 #define MTP_UNROLL _Pragma("unroll")
@@ -336,7 +336,7 @@ MTP_HD int64_t new_rollback(const PreprocessPlan& p) {
 // none depends on another's outcome, combined with & and | (the compiler
 // makes && and || into branches): a GPU kernel that only needs "passes or
 // not" tests the bits without a branch waiting on each condition in turn
-// (about 0.3 us off a captured step of one request, the graph probe), and
+// (a small batch's kernel is one chain of such waits), and
 // check_preprocess / check_mask_request name the first failing one. All the
 // arithmetic is 64-bit over 32-bit values: computed unconditionally, none of
 // it can wrap.

@@ -20,8 +20,8 @@
 //
 // Where things are: early_start.cuh (work before the wait), agreement.cuh
 // (the verdict and the scopes that agree on it), preprocess_kernel.cuh and
-// mask_kernel.cuh (the two kernels), launch_plan.cuh (the host's choice of
-// launch); this file holds the two launchers.
+// mask_kernel.cuh (the two kernels), launch_rules.h (the choice of launch,
+// pure) and launch_plan.cuh (its CUDA side); this file holds the launchers.
 #include <cstdint>
 
 #include "mtp_kernels.h"
@@ -38,7 +38,8 @@ cudaError_t launch_preprocess(const PreprocessTensors& t, const PreprocessAttrs&
                               bool* not_need_stop, Reporting out, GridScratch scratch,
                               cudaStream_t stream, const LaunchShape& shape) {
   if (bsz > kMaxBatch) return cudaErrorInvalidValue;
-  const Launch l = plan_preprocess_launch(bsz, scratch, shape);
+  const Launch l =
+      plan_preprocess_launch(CudaDevice::current(), bsz, scratch.slots != nullptr, shape);
   return with_scope(l, scratch, [&](auto scope) {
     return launch<preprocess_kernel<decltype(scope)>>(l, stream, t, a, bsz, not_need_stop, out,
                                                       scope);
@@ -48,16 +49,27 @@ cudaError_t launch_preprocess(const PreprocessTensors& t, const PreprocessAttrs&
 cudaError_t launch_mask(const MaskTensors& t, int64_t bsz, Reporting out, GridScratch scratch,
                         cudaStream_t stream, const LaunchShape& shape) {
   if (bsz > kMaxBatch) return cudaErrorInvalidValue;
-  return with_mask_lanes(bsz, shape, [&](auto lanes) {
-    constexpr int kLanes = decltype(lanes)::value;
-    return with_prompt_sharing(t, shape, [&](auto share) {
-      constexpr bool kShare = decltype(share)::value;
-      const Launch l = plan_mask_launch<kLanes, kShare>(t.num_tokens, bsz, scratch, shape);
-      return with_scope(l, scratch, [&](auto scope) {
-        return launch<mask_kernel<kLanes, kShare, decltype(scope)>>(l, stream, t, bsz, out, scope);
-      });
+  const MaskLaunch p = plan_mask_op(CudaDevice::current(), t.num_tokens, t.mask_full_cols, bsz,
+                                    scratch.slots != nullptr, shape);
+  return with_mask_kernel(p.kernel, cudaErrorInvalidValue, [&](auto lanes, auto share) {
+    return with_scope(p.launch, scratch, [&](auto scope) {
+      return launch_mask_kernel<decltype(lanes)::value, decltype(share)::value>(
+          p.launch, stream, scope, t, bsz, out);
     });
   });
+}
+
+namespace {
+__global__ void take_pending_kernel(BatchResult* pending, BatchResult* report) {
+  const BatchResult r = read_pending(pending);
+  clear_pending(pending, r);
+  publish(report, r);
+}
+}  // namespace
+
+cudaError_t launch_take_pending(BatchResult* pending, BatchResult* report, cudaStream_t stream) {
+  take_pending_kernel<<<1, 1, 0, stream>>>(pending, report);
+  return cudaGetLastError();
 }
 
 }  // namespace mtp

@@ -13,11 +13,6 @@
 namespace mtp {
 namespace {
 
-// Blocks of the preprocess kernel hold at most this many threads: a request's
-// plan, kept in registers from the check to the write, needs more than the 64
-// registers a thread of a 1024-thread block can have.
-constexpr int kPreprocessMaxThreads = 512;
-
 template <typename Scope>
 __global__ void __launch_bounds__(kPreprocessMaxThreads, 1)
     preprocess_kernel(PreprocessTensors t, PreprocessAttrs a, int64_t bsz, bool* not_need_stop,

@@ -62,8 +62,8 @@ struct BlockOnly : WholeGrid {
 // stays as it is: it has no agreement across blocks to take out).
 template <typename F>
 cudaError_t with_free_scope(Launch l, const GridScratch& scratch, F f) {
-  if (l.blocks == 0) return f(l, OneBlock{});
-  l.cluster = false;
+  if (l.scope == Scope::kOneBlock) return f(l, OneBlock{});
+  l.scope = Scope::kGrid;
   return f(l, BlockOnly{{scratch}});
 }
 
@@ -73,46 +73,40 @@ cudaError_t launch_preprocess_free(const PreprocessTensors& t, const PreprocessA
                                    int64_t bsz, bool* not_need_stop, Reporting out,
                                    GridScratch scratch, cudaStream_t stream,
                                    const LaunchShape& shape) {
-  return with_free_scope(plan_preprocess_launch(bsz, scratch, shape), scratch,
-                         [&](const Launch& l, auto scope) {
-                           return launch<preprocess_kernel<decltype(scope)>>(
-                               l, stream, t, a, bsz, not_need_stop, out, scope);
-                         });
+  const Launch plan =
+      plan_preprocess_launch(CudaDevice::current(), bsz, scratch.slots != nullptr, shape);
+  return with_free_scope(plan, scratch, [&](const Launch& l, auto scope) {
+    return launch<preprocess_kernel<decltype(scope)>>(l, stream, t, a, bsz, not_need_stop, out,
+                                                      scope);
+  });
 }
 
 cudaError_t launch_mask_free(const MaskTensors& t, int64_t bsz, Reporting out,
                              GridScratch scratch, cudaStream_t stream, const LaunchShape& shape) {
-  return with_mask_lanes(bsz, shape, [&](auto lanes) {
-    constexpr int kLanes = decltype(lanes)::value;
-    return with_prompt_sharing(t, shape, [&](auto share) {
-      constexpr bool kShare = decltype(share)::value;
-      const Launch plan = plan_mask_launch<kLanes, kShare>(t.num_tokens, bsz, scratch, shape);
-      return with_free_scope(plan, scratch, [&](const Launch& l, auto scope) {
-        return launch<mask_kernel<kLanes, kShare, decltype(scope)>>(l, stream, t, bsz, out, scope);
-      });
+  const MaskLaunch p = plan_mask_op(CudaDevice::current(), t.num_tokens, t.mask_full_cols, bsz,
+                                    scratch.slots != nullptr, shape);
+  return with_mask_kernel(p.kernel, cudaErrorInvalidValue, [&](auto lanes, auto share) {
+    return with_free_scope(p.launch, scratch, [&](const Launch& l, auto scope) {
+      return launch<mask_kernel<decltype(lanes)::value, decltype(share)::value, decltype(scope)>>(
+          l, stream, t, bsz, out, scope);
     });
   });
 }
 
 cudaError_t launch_preprocess_agreement(int64_t bsz, unsigned* sink, GridScratch scratch,
                                         cudaStream_t stream, const LaunchShape& shape) {
-  return launch_agreement(plan_preprocess_launch(bsz, scratch, shape), sink, scratch, stream);
+  return launch_agreement(
+      plan_preprocess_launch(CudaDevice::current(), bsz, scratch.slots != nullptr, shape), sink,
+      scratch, stream);
 }
 
 cudaError_t launch_mask_agreement(int64_t num_tokens, int64_t mask_full_cols, int64_t bsz,
                                   unsigned* sink, GridScratch scratch, cudaStream_t stream,
                                   const LaunchShape& shape) {
-  MaskTensors sizes{};  // only what the plan reads
-  sizes.num_tokens = num_tokens;
-  sizes.mask_full_cols = mask_full_cols;
-  return with_mask_lanes(bsz, shape, [&](auto lanes) {
-    constexpr int kLanes = decltype(lanes)::value;
-    return with_prompt_sharing(sizes, shape, [&](auto share) {
-      constexpr bool kShare = decltype(share)::value;
-      const Launch l = plan_mask_launch<kLanes, kShare>(num_tokens, bsz, scratch, shape);
-      return launch_agreement(l, sink, scratch, stream);
-    });
-  });
+  const MaskLaunch p = plan_mask_op(CudaDevice::current(), num_tokens, mask_full_cols, bsz,
+                                    scratch.slots != nullptr, shape);
+  if (p.kernel.lanes == 0) return cudaErrorInvalidValue;
+  return launch_agreement(p.launch, sink, scratch, stream);
 }
 
 }  // namespace mtp
