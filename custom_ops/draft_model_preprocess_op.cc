@@ -79,20 +79,20 @@ void DraftModelPreprocess(paddle::Tensor& draft_tokens, paddle::Tensor& input_id
 #ifdef PADDLE_WITH_CUDA
     const mtp::DeviceScope on_device(c.place().GetDeviceId(), kOp);
     cudaStream_t stream = draft_tokens.stream();
-    mtp::RecordBuffers& rec = mtp::record_buffers(c.place(), stream, kOp);
-    const mtp::GridScratch grid = mtp::grid_scratch(rec, stream, kOp);
+    mtp::BatchResult* pending = mtp::pending_record(c.place(), stream, kOp);
+    const mtp::GridScratch grid = mtp::grid_scratch(c.place(), stream, kOp);
     if (!not_need_stop.is_cpu()) {
       // Asynchronous: no copy, no wait; a failure waits on the device.
       mtp::cuda_check(mtp::launch_preprocess(t, attrs, bsz, not_need_stop.data<bool>(),
-                                             {rec.pending, nullptr}, grid, stream),
+                                             {pending, nullptr}, grid, stream),
                       kOp, "kernel launch");
       return;
     }
+    const mtp::Report report = mtp::thread_report(c.place(), stream, kOp);
     mtp::cuda_check(mtp::launch_preprocess(t, attrs, bsz, nullptr,
-                                           {rec.pending, mtp::arm_report(rec)}, grid,
-                                           stream),
+                                           {pending, mtp::arm_report(report)}, grid, stream),
                     kOp, "kernel launch");
-    r = mtp::read_report(rec, stream, kOp);
+    r = mtp::read_report(report, stream, kOp);
 #else
     mtp::raise(kOp, ": this build has no CUDA support; tensors are on ",
                mtp::place_name(c.place()));

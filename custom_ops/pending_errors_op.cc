@@ -14,8 +14,9 @@ void RaisePendingErrors(paddle::Tensor& x) {
   if (!x.is_gpu()) return;
 #ifdef PADDLE_WITH_CUDA
   const mtp::DeviceScope on_device(x.place().GetDeviceId(), kOp);
-  mtp::RecordBuffers& rec = mtp::record_buffers(x.place(), x.stream(), kOp);
-  const mtp::BatchResult r = mtp::take_pending(rec, x.stream(), kOp);
+  mtp::BatchResult* pending = mtp::pending_record(x.place(), x.stream(), kOp);
+  const mtp::Report report = mtp::thread_report(x.place(), x.stream(), kOp);
+  const mtp::BatchResult r = mtp::take_pending(pending, report, x.stream(), kOp);
   if (r.code != mtp::kOk) {
     mtp::BatchResult deferred = r;
     deferred.origin |= mtp::kDeferred;

@@ -65,16 +65,20 @@ std::vector<paddle::Tensor> UpdateAttnMaskOffsets(
 #ifdef PADDLE_WITH_CUDA
     const mtp::DeviceScope on_device(c.place().GetDeviceId(), kOp);
     cudaStream_t stream = seq_lens_this_time.stream();
-    mtp::RecordBuffers& rec = mtp::record_buffers(c.place(), stream, kOp);
-    const mtp::GridScratch grid = mtp::grid_scratch(rec, stream, kOp);
+    mtp::BatchResult* pending = mtp::pending_record(c.place(), stream, kOp);
+    const mtp::GridScratch grid = mtp::grid_scratch(c.place(), stream, kOp);
     // Asynchronous while a CUDA graph is captured (a sync is illegal then) or
     // when the runner asks for it; errors then wait on the device.
-    const bool sync = !mtp::asynchronous_mask_call(stream, kOp);
-    mtp::cuda_check(
-        mtp::launch_mask(t, bsz, {rec.pending, sync ? mtp::arm_report(rec) : nullptr}, grid,
-                         stream),
-        kOp, "kernel launch");
-    if (sync) mtp::raise_if_failed(kOp, mtp::read_report(rec, stream, kOp));
+    if (mtp::asynchronous_mask_call(stream, kOp)) {
+      mtp::cuda_check(mtp::launch_mask(t, bsz, {pending, nullptr}, grid, stream), kOp,
+                      "kernel launch");
+    } else {
+      const mtp::Report report = mtp::thread_report(c.place(), stream, kOp);
+      mtp::cuda_check(
+          mtp::launch_mask(t, bsz, {pending, mtp::arm_report(report)}, grid, stream), kOp,
+          "kernel launch");
+      mtp::raise_if_failed(kOp, mtp::read_report(report, stream, kOp));
+    }
 #else
     mtp::raise(kOp, ": this build has no CUDA support; tensors are on ", mtp::place_name(c.place()));
 #endif

@@ -355,9 +355,10 @@ def raise_pending_errors(x: Tensor) -> None:
     ``draft_model_preprocess`` with ``not_need_stop`` on the GPU, and
     ``update_attn_mask_offsets`` while a CUDA graph is captured or with
     ``FASTDEPLOY_MTP_ASYNC_MASK=1``, neither copy to the host nor synchronise:
-    a refused batch is left unchanged and its error waits on the device (the
-    next synchronous call raises it too). Synchronises ``x``'s stream. Does
-    nothing for a CPU tensor. Raises :class:`BadInputError`.
+    a refused batch is left unchanged and its error waits on the device, for
+    any thread (the next synchronous call there raises it too). Waits for
+    ``x``'s stream. Does nothing for a CPU tensor. Raises
+    :class:`BadInputError`.
     """
     _check_boundary(RAISE_PENDING_ERRORS, (x,))
     _call(RAISE_PENDING_ERRORS, (x,))

@@ -547,33 +547,158 @@ def test_asynchronous_mask_update(monkeypatch):
     assert_unchanged(t, bad)
 
 
-def test_a_first_call_inside_a_capture_asks_for_a_warm_up():
-    """A thread's first call sets up its error record, which a capture forbids:
-    refused with a hint, nothing changed, and the capture can still be ended."""
+def _in_thread(f):
+    """Runs f() on a new thread; returns what it returned or raised."""
     import threading
 
-    graphs = pytest.importorskip("paddle.device.cuda.graphs")
-    s = states.preprocess_state(np.random.default_rng(18), 8, num_model_step=2)
-    t = to_tensors(s, "gpu", host_flag=False)
     seen = {}
 
-    def fresh_thread():  # its thread_local error record does not exist yet
-        g = graphs.CUDAGraph()
-        g.capture_begin()
+    def run():
         try:
-            ops.draft_model_preprocess(**t, **preprocess_attrs(2))
-        except ops.BadInputError as e:
-            seen["error"] = str(e)
-        finally:
-            g.capture_end()
-            g.reset()
+            seen["value"] = f()
+        except BaseException as e:  # noqa: BLE001 - handed back to the test
+            seen["error"] = e
 
-    worker = threading.Thread(target=fresh_thread)
+    worker = threading.Thread(target=run)
     worker.start()
     worker.join(120)
     assert not worker.is_alive()
-    assert "once before capturing" in seen.get("error", "")
+    return seen
+
+
+def test_a_first_call_on_a_device_inside_a_capture_asks_for_a_warm_up():
+    """A device's first call sets up its error record, which a capture
+    forbids: refused with a hint, nothing changed, and the capture can still
+    be ended (in a fresh process: this one's device has its record)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = """
+import numpy as np
+from paddle.device.cuda import graphs
+from fastdeploy_mtp import ops
+from fastdeploy_mtp.harness import states
+from helpers import assert_unchanged, preprocess_attrs, to_tensors
+ops.load_library()
+s = states.preprocess_state(np.random.default_rng(18), 8, num_model_step=2)
+t = to_tensors(s, "gpu", host_flag=False)
+g = graphs.CUDAGraph()
+g.capture_begin()
+try:
+    ops.draft_model_preprocess(**t, **preprocess_attrs(2))
+except ops.BadInputError as e:
+    print("REFUSED", e)
+finally:
+    g.capture_end()
+    g.reset()
+assert_unchanged(t, s)
+print("UNCHANGED")
+"""
+    here = Path(__file__).resolve().parent
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(here), str(here.parent)] + [p for p in [env.get("PYTHONPATH")] if p])
+    r = subprocess.run([sys.executable, "-c", script], cwd=here, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "once before capturing" in r.stdout and "UNCHANGED" in r.stdout, r.stdout
+
+
+def test_a_fresh_thread_captures_and_replays():
+    """The error record is the device's, not the thread's: a thread's first
+    call may be inside a capture once the device has been used."""
+    graphs = pytest.importorskip("paddle.device.cuda.graphs")
+    attrs = preprocess_attrs(2)
+    s = states.preprocess_state(np.random.default_rng(18), 8, num_model_step=2)
+    ops.draft_model_preprocess(**to_tensors(s, "gpu", host_flag=False), **attrs)  # this device's record
+    ops.raise_pending_errors(to_tensors({"x": np.zeros(1, np.int32)}, "gpu")["x"])
+    t = to_tensors(s, "gpu", host_flag=False)
+
+    def fresh_thread():
+        g = graphs.CUDAGraph()
+        g.capture_begin()
+        try:
+            ops.draft_model_preprocess(**t, **attrs)
+        finally:
+            g.capture_end()
+        g.replay()
+        ops.raise_pending_errors(t["seq_lens_decoder"])
+        g.reset()
+
+    seen = _in_thread(fresh_thread)
+    assert "error" not in seen, seen.get("error")
+    assert_states_equal(to_numpy(t), run_preprocess_ref(s, attrs))
+
+
+def _captured_broken_preprocess(seed, bsz, where):
+    """A graph captured on this thread of an asynchronous preprocess of a
+    state whose request `where` is refused (captured, not run)."""
+    graphs = pytest.importorskip("paddle.device.cuda.graphs")
+    attrs = preprocess_attrs(3, v1=True)
+    s = states.preprocess_state(np.random.default_rng(seed), bsz, num_model_step=3)
+    _warm_up(s, states.mask_state(np.random.default_rng(seed + 1), bsz), attrs)
+    ops.raise_pending_errors(to_tensors({"x": np.zeros(1, np.int32)}, "gpu")["x"])
+    break_preprocess_request(s, where, accept_num=-1)
+    t = to_tensors(s, "gpu", host_flag=False)
+    g = graphs.CUDAGraph()
+    g.capture_begin()
+    ops.draft_model_preprocess(**t, **attrs)
+    g.capture_end()
     assert_unchanged(t, s)
+    return g, s, t, attrs
+
+
+@pytest.mark.parametrize("bsz", [8, 4096])
+def test_a_failure_replayed_on_another_thread_is_raised_there(bsz):
+    """Captured on one thread, replayed on another: raise_pending_errors on
+    the replaying thread raises the error (once), and nothing changed."""
+    g, s, t, _ = _captured_broken_preprocess(40, bsz, bsz - 1)
+
+    def replay():
+        g.replay()
+        with pytest.raises(ops.BadInputError, match=f"request {bsz - 1}: accept_num"):
+            ops.raise_pending_errors(t["seq_lens_decoder"])
+        ops.raise_pending_errors(t["seq_lens_decoder"])  # reported once
+
+    seen = _in_thread(replay)
+    assert "error" not in seen, seen.get("error")
+    assert_unchanged(t, s)
+    g.reset()
+
+
+def test_a_failure_replayed_on_another_thread_stops_its_next_synchronous_call():
+    g, s, t, attrs = _captured_broken_preprocess(42, 64, 5)
+    good = states.preprocess_state(np.random.default_rng(43), 16, num_model_step=3)
+
+    def replay_then_call():
+        g.replay()
+        tg = to_tensors(good, "gpu")  # not_need_stop on the host: a synchronous call
+        with pytest.raises(ops.BadInputError,
+                           match="earlier asynchronous call.*request 5: accept_num"):
+            ops.draft_model_preprocess(**tg, **attrs)
+        assert_unchanged(tg, good)
+        ops.draft_model_preprocess(**tg, **attrs)  # reported once: this one runs
+        return to_numpy(tg)
+
+    seen = _in_thread(replay_then_call)
+    assert "error" not in seen, seen.get("error")
+    assert_states_equal(seen["value"], run_preprocess_ref(good, attrs))
+    assert_unchanged(t, s)
+    g.reset()
+
+
+def test_a_failure_replayed_on_another_thread_is_seen_by_this_one():
+    """The replaying thread ends without asking; the capturing thread's next
+    raise_pending_errors raises it."""
+    g, s, t, _ = _captured_broken_preprocess(44, 300, 123)
+    seen = _in_thread(g.replay)
+    assert "error" not in seen, seen.get("error")
+    with pytest.raises(ops.BadInputError, match="request 123: accept_num"):
+        ops.raise_pending_errors(t["seq_lens_decoder"])
+    assert_unchanged(t, s)
+    g.reset()
 
 
 def _warm_up(s, m, attrs):
