@@ -187,3 +187,122 @@ def test_table_dtypes_are_the_ones_the_op_checks(name):
         want = np.dtype(t.dtype).name
         with pytest.raises(ops.BadInputError, match=f"{t.name} must be {want}, got float32"):
             getattr(ops, name)(**to_tensors(s), **attrs)
+
+
+# -- the C++ side: every parameter list typed in C++ against the table -------------------
+
+def _cpp_params(text, opener):
+    """The parameters of the C++ function or macro that starts at `opener`
+    (its text up to the opening parenthesis, or a #define's name): a list of
+    (written, name or None, type) in order."""
+    import re
+
+    if opener.startswith("#define "):
+        start = text.index(opener) + len(opener)
+        end = start
+        while True:  # the macro runs to the first line that does not end in a backslash
+            nl = text.index("\n", end)
+            if not text[:nl].rstrip().endswith("\\"):
+                break
+            end = nl + 1
+        body = text[start:nl].replace("\\\n", " ")
+    else:
+        start = text.index(opener + "(") + len(opener) + 1
+        depth, end = 1, start
+        while depth:
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            end += 1
+        body = text[start:end - 1]
+    params = []
+    for p in (x.strip() for x in body.split(",")):
+        m = re.fullmatch(r"(const\s+)?paddle::Tensor\s*&\s*(\w+)?", p)
+        if m:
+            params.append((m.group(1) is None, m.group(2), "tensor"))
+            continue
+        m = re.fullmatch(r"(int|bool)(?:\s+(\w+))?", p)
+        assert m, f"{opener}: unexpected parameter {p!r}"
+        params.append((None, m.group(2), m.group(1)))
+    return params
+
+
+def _read(path):
+    with open(f"{REPO}/{path}") as f:
+        return f.read()
+
+
+# (file, the function or macro, the op, whether constness must say what is written)
+CPP_SIGNATURES = [
+    ("custom_ops/draft_model_preprocess_op.cc", "void DraftModelPreprocess",
+     "draft_model_preprocess", True),
+    ("custom_ops/update_attn_mask_offsets_op.cc", "std::vector<paddle::Tensor> UpdateAttnMaskOffsets",
+     "update_attn_mask_offsets", True),
+    ("custom_ops/pending_errors_op.cc", "void RaisePendingErrors", "raise_pending_errors", True),
+    ("custom_ops/bench/bench_ops.cc", "void BenchBaselinePreprocess", "draft_model_preprocess",
+     True),
+    ("custom_ops/bench/bench_ops.cc", "#define PREPROCESS_PARAMS", "draft_model_preprocess", False),
+    ("custom_ops/bench/bench_ops.cc", "#define MASK_PARAMS", "update_attn_mask_offsets", False),
+]
+
+
+@pytest.mark.parametrize("path,opener,name,constness", CPP_SIGNATURES,
+                         ids=[f"{p.split('/')[-1]}:{o.split()[-1]}" for p, o, _, _ in CPP_SIGNATURES])
+def test_cpp_parameters_follow_table(path, opener, name, constness):
+    """A binding's C++ parameters are the table's inputs then its attributes,
+    in order, by name (an unnamed one is one the function does not read), and
+    exactly the written inputs are non-const references."""
+    sig = OPS[name]
+    params = _cpp_params(_read(path), opener)
+    tensors = [p for p in params if p[2] == "tensor"]
+    attrs = [p for p in params if p[2] != "tensor"]
+    assert len(tensors) == len(sig.inputs), (opener, len(tensors))
+    for (written, pname, _), t in zip(tensors, sig.inputs):
+        assert pname in (None, t.name), (opener, pname, t.name)
+        if constness:
+            assert written == t.written, (opener, t.name)
+    assert [ty for _, _, ty in attrs] == [a.type.__name__ for a in sig.attrs], opener
+    for (_, pname, _), a in zip(attrs, sig.attrs):
+        assert pname in (None, a.name), (opener, pname, a.name)
+
+
+def test_the_views_take_the_tables_tensors_in_its_order():
+    """tensor_views.h's preprocess_views takes the tensors the rules read, a
+    subsequence of the table's inputs, const exactly where the table reads."""
+    sig = OPS["draft_model_preprocess"]
+    params = _cpp_params(_read("custom_ops/tensor_views.h"), "inline PreprocessTensors preprocess_views")
+    names = [n for _, n, _ in params]
+    assert names == [n for n in sig.input_names if n in names]
+    for written, n, _ in params:
+        assert written == sig.input(n).written, n
+    # and it fills a field from each of them
+    text = _read("custom_ops/tensor_views.h")
+    for n in names:
+        assert f"{n}.data<" in text, n
+
+
+@pytest.mark.parametrize("path", ["custom_ops/draft_model_preprocess_op.cc",
+                                  "custom_ops/update_attn_mask_offsets_op.cc"])
+def test_each_boundary_check_names_its_own_tensor(path):
+    """c.vector(x, "x", ...): the name in a refusal is the tensor checked, and
+    every input of the table is checked."""
+    import re
+
+    text = _read(path)
+    name = "draft_model_preprocess" if "preprocess" in path else "update_attn_mask_offsets"
+    checked = re.findall(r"c\.\w+\((\w+), \"(\w+)\"", text)
+    assert checked and all(var == said for var, said in checked), checked
+    assert {v for v, _ in checked} == set(OPS[name].input_names)
+
+
+def test_the_wrappers_pass_the_tables_tensors_in_its_order():
+    """ops.py hands the op its tensors in one tuple; it lists the table's inputs."""
+    import ast
+
+    tree = ast.parse(_read("fastdeploy_mtp/ops.py"))
+    seen = 0
+    for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in OPS):
+        for node in ast.walk(fn):
+            if (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+                    and node.targets[0].id == "tensors" and isinstance(node.value, ast.Tuple)):
+                assert [e.id for e in node.value.elts] == list(OPS[fn.name].input_names)
+                seen += 1
+    assert seen >= 2

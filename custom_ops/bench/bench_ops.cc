@@ -91,28 +91,28 @@ PD_BUILD_OP(bench_late_bump)
       const paddle::Tensor &, const paddle::Tensor &, const paddle::Tensor &,                   \
       const paddle::Tensor &, const paddle::Tensor &, const paddle::Tensor &,                   \
       const paddle::Tensor &, paddle::Tensor &, int, bool, bool, bool
-#define MASK_PARAMS                                                                           \
-  const paddle::Tensor &ids, const paddle::Tensor &lens, const paddle::Tensor &,                \
-      const paddle::Tensor &, const paddle::Tensor &, const paddle::Tensor &full,               \
-      const paddle::Tensor &, const paddle::Tensor &, const paddle::Tensor &,                   \
-      const paddle::Tensor &
+#define MASK_PARAMS                                                                          \
+  const paddle::Tensor &ids_remove_padding, const paddle::Tensor &seq_lens_this_time,         \
+      const paddle::Tensor &, const paddle::Tensor &, const paddle::Tensor &,                  \
+      const paddle::Tensor &attn_mask_offsets_full, const paddle::Tensor &,                    \
+      const paddle::Tensor &, const paddle::Tensor &, const paddle::Tensor &
 
 // The floors with the ops' own signatures: Paddle's dispatch of 21 (or 10)
 // tensors is part of any op that has them, and so is allocating
 // update_attn_mask_offsets' fresh [2 * T] output.
 void BenchFloorPreprocess(PREPROCESS_PARAMS) { BenchFloor(draft_tokens); }
 void BenchEmptyPreprocess(PREPROCESS_PARAMS) { BenchEmpty(draft_tokens); }
-static paddle::Tensor fresh_output(const paddle::Tensor& ids) {
-  return mtp::fresh_mask_output(ids.shape()[0], ids.place());
+static paddle::Tensor fresh_output(const paddle::Tensor& ids_remove_padding) {
+  return mtp::fresh_mask_output(ids_remove_padding.shape()[0], ids_remove_padding.place());
 }
 std::vector<paddle::Tensor> BenchFloorMask(MASK_PARAMS) {
-  paddle::Tensor out = fresh_output(ids);
-  BenchFloor(const_cast<paddle::Tensor&>(lens));
+  paddle::Tensor out = fresh_output(ids_remove_padding);
+  BenchFloor(const_cast<paddle::Tensor&>(seq_lens_this_time));
   return {out};
 }
 std::vector<paddle::Tensor> BenchEmptyMask(MASK_PARAMS) {
-  paddle::Tensor out = fresh_output(ids);
-  BenchEmpty(const_cast<paddle::Tensor&>(lens));
+  paddle::Tensor out = fresh_output(ids_remove_padding);
+  BenchEmpty(const_cast<paddle::Tensor&>(seq_lens_this_time));
   return {out};
 }
 
@@ -145,11 +145,13 @@ void BenchAgreementPreprocess(PREPROCESS_PARAMS) {
                   "bench_agreement_preprocess", "launch");
 }
 std::vector<paddle::Tensor> BenchAgreementMask(MASK_PARAMS) {
-  paddle::Tensor out = fresh_output(ids);
+  paddle::Tensor out = fresh_output(ids_remove_padding);
   unsigned* sink = nullptr;
   const mtp::GridScratch scratch = agreement_scratch(&sink);
-  mtp::cuda_check(mtp::launch_mask_agreement(ids.shape()[0], full.shape()[1], lens.shape()[0],
-                                             sink, scratch, ids.stream()),
+  mtp::cuda_check(mtp::launch_mask_agreement(ids_remove_padding.shape()[0],
+                                             attn_mask_offsets_full.shape()[1],
+                                             seq_lens_this_time.shape()[0], sink, scratch,
+                                             ids_remove_padding.stream()),
                   "bench_agreement_mask", "launch");
   return {out};
 }
