@@ -161,3 +161,148 @@ def test_the_captured_draft_s_warm_up_calls_both_ops_on_a_throwaway_state(monkey
                                                                          _r(*a, **k))[1])
     captured._warm_up(paddle.CPUPlace())
     assert sorted(seen) == ["draft_model_preprocess", "update_attn_mask_offsets"]
+
+
+# -- each check of the simulator, seen to fire and seen to pass ---------------------------
+
+def _loop_parts(k=3, n=4):
+    """A proposer and its scripted base with one running decode request in
+    slot 1 (base: 12 KV positions, step 5, 2 accepted), the draft aligned
+    with it."""
+    from fastdeploy_mtp.buffers import read, write
+    from fastdeploy_mtp.harness.sim_models import ScriptedBase
+    from fastdeploy_mtp.proposer import MTPProposer, ProposerConfig, make_base_buffers
+
+    cfg = ProposerConfig(num_model_steps=k, max_model_len=32, max_num_seqs=n)
+    buffers = make_base_buffers(n, k)
+    p = MTPProposer(cfg, buffers)
+    base = ScriptedBase(buffers, k, 20, finish_prob=0.0, block_prob=0.0,
+                        rng=np.random.default_rng(0))
+    base.admit(1, [5, 6, 7], mask_offsets=[0, 2, 2])
+    base.a["stop_flags"][1] = False
+    base.a["seq_lens_decoder"][1], base.a["step_idx"][1], base.a["accept_num"][1] = 12, 5, 2
+    st = {name: read(p.state[name]) for name in ("stop_flags", "seq_lens_encoder",
+                                                  "seq_lens_decoder", "step_idx")}
+    st["stop_flags"][:] = True
+    st["stop_flags"][1] = False
+    st["seq_lens_encoder"][1], st["seq_lens_decoder"][1], st["step_idx"][1] = 0, 10, 3
+    for name, arr in st.items():
+        write(p.state[name], arr)
+    return p, base
+
+
+def _set(p, name, slot, value):
+    from fastdeploy_mtp.buffers import read, write
+
+    arr = read(p.state[name])
+    arr[slot] = value
+    write(p.state[name], arr)
+
+
+def test_alignment_passes_an_aligned_draft():
+    p, base = _loop_parts()
+    tally = simulate.Tally()
+    simulate.check_alignment(p, base, True, tally, "here")
+    assert tally.align_violations == 0 and tally.first_violation is None
+    assert tally.rolled_back == 1
+
+
+@pytest.mark.parametrize("name,value,said", [
+    ("seq_lens_decoder", 11, "here: slot 1: draft seq_lens_decoder 11, base 12 - accept_num 2 = 10"),
+    ("seq_lens_decoder", 9, "here: slot 1: draft seq_lens_decoder 9, base 12 - accept_num 2 = 10"),
+    ("step_idx", 4, "here: slot 1: draft step_idx 4, base 5 - accept_num 2 = 3"),
+])
+def test_alignment_reports_a_draft_off_the_base(name, value, said):
+    p, base = _loop_parts()
+    _set(p, name, 1, value)
+    tally = simulate.Tally()
+    simulate.check_alignment(p, base, True, tally, "here")
+    assert tally.align_violations == 1 and tally.first_violation == said
+
+
+@pytest.mark.parametrize("running,draft_runs,said", [
+    (False, True, "here: not_need_stop False, but 1 requests run"),
+    (True, False, "here: not_need_stop True, but 0 requests run"),
+])
+def test_alignment_reports_not_need_stop_either_way(running, draft_runs, said):
+    p, base = _loop_parts()
+    if not draft_runs:
+        _set(p, "stop_flags", 1, True)
+    tally = simulate.Tally()
+    simulate.check_alignment(p, base, running, tally, "here")
+    assert tally.align_violations == 1 and tally.first_violation == said
+
+
+def test_the_mask_check_passes_true_ends_and_reports_each_wrong_one():
+    """Slot 1's prompt attends [0, 2, 2] (an image span of two); fed 4
+    positions from 1: true ends 3, 3, 4, 5."""
+    from fastdeploy_mtp.harness.draft_check import true_ends
+
+    _, base = _loop_parts()
+    want = true_ends(base.slots[1].mask_offsets, np.arange(1, 5))
+    assert want.tolist() == [3, 3, 4, 5]
+    out = np.zeros(2 * 6, np.int32)
+    out[(2 + np.arange(4)) * 2 + 1] = want  # the request's tokens are 2..5 of the batch
+    tally = simulate.Tally()
+    assert simulate.check_mask_offsets(base, out, [(1, 2, 4, 1)], tally, "here") == 0
+    assert tally.mask_violations == 0 and tally.tokens == 4
+    for j, wrong in ((0, 2), (3, 6)):  # one short at the first token, one long at the last
+        bad = out.copy()
+        bad[(2 + j) * 2 + 1] = wrong
+        tally = simulate.Tally()
+        worst = simulate.check_mask_offsets(base, bad, [(1, 2, 4, 1)], tally, "here")
+        assert tally.mask_violations == 1 and worst == 1
+        got = want.tolist()
+        got[j] = wrong
+        assert tally.first_violation == f"here: slot 1: mask offsets {got}, true ends {want.tolist()}"
+
+
+# -- kvcache_scheduler_v1 both ways: a block step parks (v1) or drops (v0) -------------
+
+def _flags_seen(monkeypatch):
+    """Records, after every preprocess, whether any draft request was parked
+    (is_block_step) or dropped (batch_drop)."""
+    from fastdeploy_mtp.buffers import read
+    from fastdeploy_mtp.proposer import MTPProposer
+
+    real = MTPProposer.prepare_inputs
+    seen = {"parked": 0, "dropped": 0}
+
+    def recording(self):
+        running = real(self)
+        seen["parked"] += int(read(self.state["is_block_step"]).sum())
+        seen["dropped"] += int(read(self.state["batch_drop"]).sum())
+        return running
+
+    monkeypatch.setattr(MTPProposer, "prepare_inputs", recording)
+    return seen
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_a_v0_scheduler_drops_blocked_requests_and_prefills_them_again(monkeypatch, k):
+    seen = _flags_seen(monkeypatch)
+    t = simulate.run(args(num_model_steps=k, kv_scheduler="v0", block_prob=0.2, image_prob=0.5,
+                          draft_model="tiny", steps=30, seed=k), legacy=False, print_rows=False)
+    assert not t.failed, t.first_violation or t.model.first
+    assert t.reprefilled > 0 and seen["dropped"] > 0 and seen["parked"] == 0
+    assert t.model.tokens > 0
+
+
+def test_a_v1_scheduler_parks_blocked_requests(monkeypatch):
+    seen = _flags_seen(monkeypatch)
+    t = simulate.run(args(num_model_steps=3, block_prob=0.2, steps=30, seed=3), legacy=False,
+                     print_rows=False)
+    assert not t.failed and t.reprefilled == 0
+    assert seen["parked"] > 0 and seen["dropped"] == 0
+
+
+def test_a_v0_scheduler_without_the_fix_drifts():
+    t = simulate.run(args(num_model_steps=3, kv_scheduler="v0", block_prob=0.2, steps=30),
+                     legacy=True, print_rows=False)
+    assert t.mask_violations > 0 and t.reprefilled > 0
+
+
+@pytest.mark.parametrize("kw", [dict(mode="pd"), dict(runner="fastdeploy")])
+def test_a_v0_scheduler_runs_a_mixed_node_with_our_runner_only(kw):
+    said = simulate_cli.validate(args(kv_scheduler="v0", **kw))
+    assert said and said.startswith("--kv-scheduler v0 runs a mixed node")

@@ -45,6 +45,9 @@ class SlotLife:
     blocked_for: int = 0        # engine steps left in a block step
     new: bool = False           # inserted this step (base prefill / first verification)
     handover: Optional[tuple] = None  # decode node: (first_token, draft_token)
+    generated: List[int] = field(default_factory=list)  # tokens the base produced
+    dropped: bool = False       # dropped by a block step (no kvcache_scheduler_v1)
+    decoded: int = 0            # tokens generated before its last prefill (a dropped request)
 
 
 @dataclass
@@ -57,6 +60,9 @@ class ScriptedBase:
     finish_prob: float
     block_prob: float
     rng: np.random.Generator
+    # Without kvcache_scheduler_v1: a block step drops the request, and the
+    # runner prefills it again later (simulate.prefill_dropped).
+    drop_blocked: bool = False
     slots: List[SlotLife] = field(default_factory=list)
 
     def __post_init__(self):
@@ -66,10 +72,11 @@ class ScriptedBase:
     def free_slots(self) -> List[int]:
         return [i for i, s in enumerate(self.slots) if not s.active]
 
-    def admit(self, slot: int, prompt: List[int], handover=None, mask_offsets=None) -> None:
+    def admit(self, slot: int, prompt: List[int], handover=None, mask_offsets=None,
+              decoded: int = 0) -> None:
         offsets = np.arange(len(prompt)) if mask_offsets is None else np.asarray(mask_offsets)
         self.slots[slot] = SlotLife(prompt=list(prompt), mask_offsets=offsets, active=True,
-                                    new=True, handover=handover)
+                                    new=True, handover=handover, decoded=decoded)
 
     def _valid_drafts(self, i: int) -> int:
         row = self.a["draft_tokens"][i, 1:]
@@ -83,6 +90,7 @@ class ScriptedBase:
         drafts = a_["draft_tokens"][i, 1:a]
         a_["accept_tokens"][i, : a - 1] = drafts
         a_["accept_tokens"][i, a - 1] = self.rng.integers(3, VOCAB)
+        self.slots[i].generated += a_["accept_tokens"][i, :a].tolist()
         a_["seq_lens_decoder"][i] += a
         a_["step_idx"][i] += a
         a_["seq_lens_this_time"][i] = a
@@ -108,6 +116,7 @@ class ScriptedBase:
                 a_["accept_num"][i] = 1
                 a_["accept_tokens"][i] = 0
                 a_["accept_tokens"][i, 0] = rng.integers(3, VOCAB)
+                s.generated = [int(a_["accept_tokens"][i, 0])]
                 a_["seq_lens_this_time"][i] = len(s.prompt)
                 s.new = False
                 counts["new"] += 1
@@ -125,6 +134,7 @@ class ScriptedBase:
                 counts["new"] += 1
             if s.blocked_for == 0 and rng.random() < self.block_prob:
                 s.blocked_for = int(rng.integers(1, 4))
+                s.dropped = self.drop_blocked
             if s.blocked_for > 0:
                 s.blocked_for -= 1
                 a_["stop_flags"][i] = True
@@ -135,7 +145,8 @@ class ScriptedBase:
                 continue
             self._accept(i, int(rng.integers(1, self._valid_drafts(i) + 2)))
             counts["verified"] += 1
-            if a_["step_idx"][i] >= self.max_dec_len or rng.random() < self.finish_prob:
+            if (a_["step_idx"][i] + s.decoded >= self.max_dec_len
+                    or rng.random() < self.finish_prob):
                 a_["stop_flags"][i] = True  # finished: the slot is re-used later
                 s.finished = True
                 counts["finished"] += 1

@@ -41,6 +41,7 @@ from .sim_models import VOCAB, ScriptedBase, draft_substep_update
 class Tally:
     tokens: int = 0
     mask_violations: int = 0
+    reprefilled: int = 0  # dropped requests prefilled again (--kv-scheduler v0)
     align_violations: int = 0
     substeps: int = 0
     # Decoding requests the preprocess rolled back (each request, each step):
@@ -167,15 +168,17 @@ def sim_place(device: str):
 def make_node(name, role, k, args, rng, legacy, outside=None) -> Node:
     """`outside` (--runner fastdeploy): FastDeploy's runner drives the node and
     counts its kernels' writes outside a row there."""
+    v1 = getattr(args, "kv_scheduler", "v1") == "v1"
     cfg = ProposerConfig(num_model_steps=k, max_model_len=args.max_prompt + args.max_dec_len + 2 * k + 8,
-                         max_num_seqs=args.batch, role=role, kvcache_scheduler_v1=True,
+                         max_num_seqs=args.batch, role=role, kvcache_scheduler_v1=v1,
                          truncate_first_token=True, without_fix=legacy)
     place = sim_place(args.device)
     buffers = make_base_buffers(args.batch, k, place)
     proposer = MTPProposer(cfg, buffers, place)
     base = ScriptedBase(buffers, k, args.max_dec_len,
                         finish_prob=0.0 if role == "prefill" else args.finish_prob,
-                        block_prob=0.0 if role == "prefill" else args.block_prob, rng=rng)
+                        block_prob=0.0 if role == "prefill" else args.block_prob, rng=rng,
+                        drop_blocked=not v1)
     runner = None
     if args.draft_model == "tiny":  # both nodes hold the same weights
         runner = DraftRunner(args.batch, cfg.max_model_len, VOCAB, seed=0)
@@ -286,6 +289,30 @@ def admit_new(node: Node, rng, args, handovers=None) -> List[int]:
     return [r.slot for r in reqs]
 
 
+def prefill_dropped(node: Node) -> int:
+    """Without kvcache_scheduler_v1 a block step drops its request (the draft
+    marks batch_drop); once the block ends the runner prefills it again as a
+    new request: its prompt and the tokens generated so far, which attend
+    causally. Returns how many."""
+    again = [i for i, s in enumerate(node.base.slots) if s.active and s.dropped
+             and s.blocked_for == 0 and not s.finished]
+    if not again:
+        return 0
+    reqs = []
+    for i in again:
+        s = node.base.slots[i]
+        prompt = s.prompt + s.generated
+        offsets = list(s.mask_offsets) + list(range(len(s.prompt), len(prompt)))
+        reqs.append((Request(slot=i, prompt=prompt, mask_offsets=offsets), s.decoded + len(s.generated)))
+    node.proposer.release(again)
+    node.proposer.insert([r for r, _ in reqs])
+    for r, decoded in reqs:
+        node.base.admit(r.slot, r.prompt, mask_offsets=r.mask_offsets, decoded=decoded)
+        if node.runner is not None:
+            node.runner.admit(r.slot, np.asarray(r.mask_offsets))
+    return len(again)
+
+
 def release_finished(node: Node) -> None:
     if node.fastdeploy:  # FastDeploy releases nothing: the next insert overwrites the slot
         return
@@ -335,6 +362,7 @@ def run(args, legacy: bool, print_rows: bool = True, out=print) -> Tally:
                 admit_new(node, rng, args, handovers=pending[:room])
                 pending = pending[room:]
             else:
+                tally.reprefilled += prefill_dropped(node)
                 admitted = admit_new(node, rng, args)
             c = engine_step(node, step, rng, args, tally)
             for key in ("new", "verified", "blocked", "finished", "stopped"):

@@ -65,6 +65,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--block-prob", type=float, default=0.04, metavar="P",
                    help="per verification, probability that the request is parked for 1..3 "
                         "block steps")
+    p.add_argument("--kv-scheduler", choices=["v1", "v0"], default="v1",
+                   help="v1: a block step parks the request (kvcache_scheduler_v1); v0: it "
+                        "drops the request, which the runner prefills again once the block "
+                        "ends (its prompt and the tokens generated so far); mixed mode only")
     p.add_argument("--draft-eos-prob", type=float, default=0.05, metavar="P",
                    help="per draft token, probability that the draft proposes an end token "
                         "and stops while the base model goes on")
@@ -110,6 +114,9 @@ def validate(args) -> Optional[str]:
     if args.runner == "fastdeploy" and (args.graphs or args.without_fix):
         return "--runner fastdeploy replays FastDeploy's runner eagerly, with today's ops: " \
                "not with --graphs or --without-fix"
+    if args.kv_scheduler == "v0" and (args.mode != "mixed" or args.runner != "ours"):
+        return "--kv-scheduler v0 runs a mixed node with our runner (a dropped request is " \
+               "prefilled again on the node that dropped it)"
     if args.graphs and args.device != "gpu":
         return "--graphs needs --device gpu (CUDA graphs capture GPU work)"
     if args.device == "gpu":
@@ -167,13 +174,16 @@ def main(args) -> int:
     extra += f", draft model {args.draft_model}" if args.draft_model else ""
     extra += f", image prob {args.image_prob}" if args.image_prob else ""
     extra += ", FastDeploy's runner" if args.runner == "fastdeploy" else ""
+    extra += ", block steps drop requests (v0)" if args.kv_scheduler == "v0" else ""
     print(f"simulate: mode {args.mode}, num_model_steps {args.num_model_steps}, {args.steps} steps, "
           f"batch {args.batch}, seed {args.seed}, {behaviour}{extra}")
     t = run(args, legacy=args.without_fix, print_rows=not args.quiet)
     print(f"summary: {args.steps} steps, {t.substeps} substeps, {t.tokens} tokens checked, "
           f"{t.violations} violations ({t.mask_violations} mask offsets, "
           f"{t.align_violations} alignment)"
-          + (f"; {t.replays} op calls replayed from CUDA graphs" if args.graphs else ""))
+          + (f"; {t.replays} op calls replayed from CUDA graphs" if args.graphs else "")
+          + (f"; {t.reprefilled} dropped requests prefilled again"
+             if args.kv_scheduler == "v0" else ""))
     if t.model is not None:
         print(f"draft model: {t.model.tokens} draft tokens checked against a cache-free "
               f"recomputation, {t.model.disagreements} disagreements, max |logit diff| "
