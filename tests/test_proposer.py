@@ -330,3 +330,154 @@ def test_release_sets_what_the_contract_says_and_keeps_the_rest():
         else:
             np.testing.assert_array_equal(after[name], before[name], err_msg=name)
     assert 4 not in p.occupied and 1 in p.occupied
+
+
+# -- each role's longest prompt, at the limit and one past it ----------------------------
+
+def _base_after_prefill(base, slot, n, token=99):
+    """The base model's buffers after it prefilled slot's n-token prompt."""
+    from fastdeploy_mtp.buffers import read
+
+    b = {name: read(t) for name, t in base.items()}
+    b["stop_flags"][slot] = False
+    b["seq_lens_decoder"][slot] = n
+    b["step_idx"][slot] = 1
+    b["accept_num"][slot] = 1
+    b["accept_tokens"][slot, 0] = token
+    b["seq_lens_this_time"][slot] = n
+    for name, arr in b.items():
+        _write(base[name], arr)
+
+
+def _base_after_first_verification(base, slot, n, accepted, token=98):
+    """A decode node's base after its first verification of [first, draft]."""
+    from fastdeploy_mtp.buffers import read
+
+    b = {name: read(t) for name, t in base.items()}
+    b["stop_flags"][slot] = False
+    b["seq_lens_decoder"][slot] = n + accepted
+    b["step_idx"][slot] = 1 + accepted
+    b["accept_num"][slot] = accepted
+    b["accept_tokens"][slot, :accepted] = [12, token] if accepted == 2 else [token]
+    b["seq_lens_this_time"][slot] = accepted
+    for name, arr in b.items():
+        _write(base[name], arr)
+
+
+@pytest.mark.parametrize("role,k,truncate", [("mixed", 1, False), ("mixed", 3, False),
+                                             ("mixed", 3, True), ("prefill", 3, False),
+                                             ("prefill", 2, True)])
+def test_a_prompt_of_the_longest_length_runs_on_a_non_decode_node(role, k, truncate):
+    """A mixed or prefill node takes prompts of up to max_model_len - 1 tokens
+    (the first token then goes to the last column of input_ids, or the one
+    before with truncate_first_token), and refuses one more."""
+    cfg = ProposerConfig(num_model_steps=k, max_model_len=L, max_num_seqs=N, role=role,
+                         truncate_first_token=truncate)
+    base = make_base_buffers(N, k)
+    p = MTPProposer(cfg, base)
+    longest = L - 1
+    assert cfg.max_prompt == longest
+    with pytest.raises(ProposerError,
+                       match=rf"^MTPProposer.insert: slot 1: prompt of {L} tokens, must be "
+                             rf"1\.\.{longest}$"):
+        p.insert([Request(slot=1, prompt=list(range(3, 3 + L)))])
+    p.insert([Request(slot=0, prompt=list(range(3, 3 + longest)))])
+    _base_after_prefill(base, 0, longest)
+    assert p.prepare_inputs()
+    s = snapshot(p)
+    col = longest - 1 if truncate else longest
+    assert s["input_ids"][0, col] == 99 and s["seq_lens_this_time"][0] == col + 1
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+@pytest.mark.parametrize("accepted", [1, 2])
+def test_a_prompt_of_the_longest_length_runs_on_a_decode_node(k, accepted):
+    """A decode node keeps k positions past the prompt for the prefill node's
+    draft KV (max_model_len - k tokens at most), and its first preprocess
+    rolls them back to the base model's positions less what it accepted."""
+    cfg = ProposerConfig(num_model_steps=k, max_model_len=L, max_num_seqs=N, role="decode")
+    base = make_base_buffers(N, k)
+    p = MTPProposer(cfg, base)
+    longest = L - k
+    assert cfg.max_prompt == longest
+    handover = dict(first_token=11, draft_token=12)
+    with pytest.raises(ProposerError,
+                       match=rf"^MTPProposer.insert: slot 1: prompt of {longest + 1} tokens, "
+                             rf"must be 1\.\.{longest}$"):
+        p.insert([Request(slot=1, prompt=list(range(3, 4 + longest)), **handover)])
+    p.insert([Request(slot=0, prompt=list(range(3, 3 + longest)), **handover)])
+    assert snapshot(p)["seq_lens_decoder"][0] == longest + k - 1 <= L - 1
+    _base_after_first_verification(base, 0, longest, accepted)
+    assert p.prepare_inputs()
+    s = snapshot(p)
+    assert s["seq_lens_decoder"][0] == longest  # base's n + accepted, less accepted
+    assert s["seq_lens_this_time"][0] == accepted
+
+
+# -- transitions from other starting states ---------------------------------------------
+
+def test_release_of_a_parked_slot_unparks_and_empties_it():
+    """A request parked by a block step (is_block_step set, a rollback
+    pending) that the runner preempts: release leaves the slot as from any
+    other state, and the next insert there starts clean."""
+    p = build("mixed", k=3)
+    p.insert([Request(slot=3, prompt=[4, 5, 6, 7])])
+    s = snapshot(p)
+    s["is_block_step"][3], s["stop_flags"][3], s["mask_rollback"][3] = True, True, -2
+    s["seq_lens_decoder"][3] = 9
+    for name in ("is_block_step", "stop_flags", "mask_rollback", "seq_lens_decoder"):
+        _write(p.state[name], s[name])
+    p.release([3])
+    after = snapshot(p)
+    assert (after["is_block_step"][3], after["stop_flags"][3], after["mask_rollback"][3],
+            after["seq_lens_decoder"][3], after["seq_lens_encoder"][3]) == (False, True, 0, 0, 0)
+    assert 3 not in p.occupied
+    p.insert([Request(slot=3, prompt=[8, 9])])
+    again = snapshot(p)
+    assert not again["is_block_step"][3] and not again["stop_flags"][3]
+    assert again["mask_rollback"][3] == 0 and again["seq_lens_encoder"][3] == 2
+
+
+@pytest.mark.parametrize("role", ["mixed", "prefill"])
+@pytest.mark.parametrize("given", [dict(first_token=5), dict(draft_token=6),
+                                   dict(first_token=5, draft_token=6)])
+def test_a_non_decode_node_refuses_any_handover_token(role, given):
+    p = build(role, k=2)
+    before = snapshot(p)
+    with pytest.raises(ProposerError, match="decode node"):
+        p.insert([Request(slot=0, prompt=[3, 4], **given)])
+    after = snapshot(p)
+    for name in before:
+        np.testing.assert_array_equal(after[name], before[name], err_msg=name)
+
+
+@pytest.mark.parametrize("given", [dict(first_token=5), dict(draft_token=6)])
+def test_a_decode_node_refuses_half_a_handover(given):
+    p = build("decode", k=2)
+    before = snapshot(p)
+    with pytest.raises(ProposerError, match="first_token and draft_token"):
+        p.insert([Request(slot=0, prompt=[3, 4], **given)])
+    after = snapshot(p)
+    for name in before:
+        np.testing.assert_array_equal(after[name], before[name], err_msg=name)
+
+
+@pytest.mark.parametrize("v1", [True, False])
+def test_a_block_step_parks_with_the_v1_scheduler_and_drops_without(v1):
+    """The proposer hands kvcache_scheduler_v1 to the op: a request the base
+    model stops in a block step is parked (resumed later) with it, dropped
+    without, and neither runs this step."""
+    from fastdeploy_mtp.buffers import read
+
+    base = make_base_buffers(N, 3)
+    p = MTPProposer(ProposerConfig(num_model_steps=3, max_model_len=L, max_num_seqs=N,
+                                   kvcache_scheduler_v1=v1), base)
+    p.insert([Request(slot=2, prompt=[4, 5, 6])])
+    b = {name: read(t) for name, t in base.items()}
+    b["stop_flags"][2], b["is_block_step"][2] = True, True
+    for name, arr in b.items():
+        _write(base[name], arr)
+    assert not p.prepare_inputs()
+    s = snapshot(p)
+    assert s["stop_flags"][2] and s["seq_lens_this_time"][2] == 0
+    assert (bool(s["is_block_step"][2]), bool(s["batch_drop"][2])) == (v1, not v1)
