@@ -52,6 +52,7 @@ OPS = "fastdeploy_mtp/ops.py"
 BUILD = "fastdeploy_mtp/_build.py"
 CAPTURED = "fastdeploy_mtp/captured.py"
 RECORD = "custom_ops/gpu_record.h"
+RULES = "custom_ops/launch_rules.h"
 MASK_OP = "custom_ops/update_attn_mask_offsets_op.cc"
 # Python that runs on a GPU only (the loop replayed from CUDA graphs): its
 # mutations are the GPU suite's to kill, as the CUDA sources' are.
@@ -257,6 +258,12 @@ MUTATIONS = [
              "agreed = kVerdictWithListing && !walks;", device="gpu"),
     Mutation("GPU a warp's run of requests skips one", MASK_KERNEL,
              "* kRun + k % kRun", "* kRun + k % kRun / 2 * 2", device="gpu"),
+    # -- where errors wait (any thread may replay a graph or ask) -----------------------
+    Mutation("GPU the error record per thread, not per device", RECORD,
+             "  static DeviceRecord records[kMaxDevices];",
+             "  thread_local DeviceRecord records[kMaxDevices];", device="gpu"),
+    Mutation("GPU an error taken is left pending too", AGREE,
+             "  if (seen.code != kOk)\n    atomicCAS(", "  if (false)\n    atomicCAS(", device="gpu"),
     # -- the device the ops run on (two GPUs: tensors off the current device) ----------
     Mutation("GPU ops run on the current device, not their tensors'", RECORD,
              "    if (caller_ != device) {", "    if (false) {", device="gpu2"),
@@ -276,6 +283,37 @@ MUTATIONS = [
              device="gpu"),
     Mutation("a substep past the captured tokens replayed", CAPTURED,
              "        if tokens > self.max_tokens:\n", "        if False:\n", device="gpu"),
+    # -- the values a refusal names ---------------------------------------------------
+    Mutation("a refusal naming accept_tokens' and draft_tokens' widths swapped", H,
+             "return fail(kAcceptNumOutOfRange, acc, t.accept_cols, t.draft_cols);",
+             "return fail(kAcceptNumOutOfRange, acc, t.draft_cols, t.accept_cols);"),
+    Mutation("a refusal naming the cursor and its rollback swapped", H,
+             "return fail(kNegativeMaskCursor, p.cursor, p.rollback);",
+             "return fail(kNegativeMaskCursor, p.rollback, p.cursor);"),
+    Mutation("vision generation for any decode state above 1", H,
+             "(state0 == 2 && S > 0 ? kVisionGeneration : kPrompt)",
+             "(state0 >= 2 && S > 0 ? kVisionGeneration : kPrompt)"),
+    # -- the launch plan (pure; its CPU tests run it over described devices) ----------
+    Mutation("preprocess's one block on sm_90 one request longer", RULES,
+             "ClusterShape preprocess_cluster{128, 16, 128, 64};",
+             "ClusterShape preprocess_cluster{129, 16, 128, 64};"),
+    Mutation("a grid of more blocks than fit at once", RULES,
+             "  if (blocks > resident) blocks = resident;\n", "\n"),
+    Mutation("a grid of more blocks than the scratch has slots", RULES,
+             "  if (blocks > kGridSlots) blocks = kGridSlots;\n", "\n"),
+    Mutation("no cluster of 8 where 16 do not fit", RULES,
+             "    most.blocks = kPortableClusterBlocks;\n", "    return none;\n"),
+    Mutation("half a warp a request only below the one block's bound", RULES,
+             "if (bsz * 16 <= one_block) return 16;", "if (bsz * 16 < one_block) return 16;"),
+    Mutation("long prompts shared out at 64 columns", RULES,
+             "return mask_full_cols > kShareTokens && num_tokens > kShareTokens;",
+             "return mask_full_cols >= kShareTokens && num_tokens > kShareTokens;"),
+    Mutation("a long prompt's zeroing not capped at a block a request", RULES,
+             "const int64_t zeroing = capped ? per_request : stores;",
+             "const int64_t zeroing = stores;"),
+    Mutation("a grid where there is no scratch", RULES,
+             "if (work <= one_block_max || !has_scratch) return one;",
+             "if (work <= one_block_max) return one;"),
     # -- the numpy reference -------------------------------------------------------
     Mutation("reference rollback sign", REF, "rollback[i] = int(rollback[i]) + S_old - int(dec[i])",
              "rollback[i] = int(rollback[i]) + int(dec[i]) - S_old"),
@@ -308,7 +346,15 @@ MUTATIONS = [
              '            args["not_need_stop"] = not_need_stop\n', "            pass\n"),
     Mutation("without the fix, the rollback update kept", PROP,
              '            write(self.state["mask_rollback"], before)\n', "            pass\n"),
+    Mutation("release leaves a parked slot parked", SLOTS,
+             '"seq_lens_decoder": 0, "mask_rollback": 0, "is_block_step": False}',
+             '"seq_lens_decoder": 0, "mask_rollback": 0}'),
+    Mutation("the proposer always runs the v1 scheduler", PROP,
+             "kvcache_scheduler_v1=bool(cfg.kvcache_scheduler_v1))", "kvcache_scheduler_v1=True)"),
     # -- the simulator and the oracle --------------------------------------------------
+    Mutation("the simulator's not_need_stop check one way only", SIM,
+             "    if running != bool((~st[\"stop_flags\"]).any()):",
+             "    if running and not bool((~st[\"stop_flags\"]).any()):"),
     Mutation("alignment ignores step_idx", SIM, 'for name in ("seq_lens_decoder", "step_idx"):',
              'for name in ("seq_lens_decoder",):'),
     Mutation("the simulator checks no prompt's offsets", SIM,
@@ -373,12 +419,14 @@ MUTATIONS = [
 # Test files in the order that kills fastest (cheap, broad ones first).
 # The guarded driver's own file leads: a write past a tensor there faults
 # at once, where in a Paddle tensor it may corrupt the heap and hang the suite.
-CPU_TESTS = ["tests/test_guarded.py", "tests/test_hostile_input.py", "tests/test_bad_input.py",
+CPU_TESTS = ["tests/test_guarded.py", "tests/test_launch_plan.py", "tests/test_refusal_messages.py",
+             "tests/test_hostile_input.py", "tests/test_bad_input.py",
              "tests/test_properties.py", "tests/test_differential.py",
              "tests/test_proposer.py", "tests/test_simulator.py", "tests/test_draft_model.py",
              "tests/test_signature.py", "tests/test_loader.py",
              "tests/test_huge_requests.py"]
-GPU_TESTS = ["tests/test_gpu.py", "tests/test_bad_input.py", "tests/test_hostile_input.py",
+GPU_TESTS = ["tests/test_gpu.py", "tests/test_refusal_messages.py", "tests/test_bad_input.py",
+             "tests/test_hostile_input.py",
              "tests/test_differential.py",
              "tests/test_gpu_loop.py", "tests/test_gpu_devices.py",
              "tests/test_huge_requests.py"]
@@ -465,8 +513,10 @@ def how_killed(returncode: int) -> str:
 
 def _run_tests(root: Path, tests: list, cache: Path, extra: tuple = ()) -> tuple:
     """(verdict, how, last line): build the library, then the suite with -x."""
+    # Hypothesis draws the same examples in every run (tests/conftest.py): a
+    # kill must not depend on a random draw.
     env = dict(os.environ, FASTDEPLOY_MTP_BUILD="1", FASTDEPLOY_MTP_CACHE=str(cache),
-               PYTHONDONTWRITEBYTECODE="1")
+               PYTHONDONTWRITEBYTECODE="1", HYPOTHESIS_PROFILE="fixed")
     build = subprocess.run([sys.executable, "-c", "from fastdeploy_mtp import ops; "
                             "ops.load_library()"], cwd=root, env=env, capture_output=True,
                            text=True)

@@ -61,7 +61,7 @@ def test_gpu_mutations_are_in_the_cuda_sources(m):
         assert in_cuda_branch(text, at), (m.name, m.path)
         return
     gpu_only = (Path(m.path).suffix in (".cu", ".cuh") or m.path in mutate.GPU_ONLY_PYTHON
-                or in_paddle2_branch(text, at))
+                or in_cuda_branch(text, at) or in_paddle2_branch(text, at))
     assert (m.device == "gpu") == gpu_only, (m.name, m.path, m.device)
 
 
