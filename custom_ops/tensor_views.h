@@ -44,4 +44,34 @@ inline PreprocessTensors preprocess_views(
   return t;
 }
 
+// update_attn_mask_offsets' tensors; `out` is its fresh [2 * T] output.
+// attn_mask_offsets_full is [N, cols] and decode_states [N, cols >= 1]
+// (checked at the boundary).
+inline MaskTensors mask_views(const paddle::Tensor& ids_remove_padding,
+                              const paddle::Tensor& seq_lens_this_time,
+                              const paddle::Tensor& seq_lens_encoder,
+                              const paddle::Tensor& seq_lens_decoder,
+                              const paddle::Tensor& cu_seqlens_q,
+                              const paddle::Tensor& attn_mask_offsets_full,
+                              paddle::Tensor& attn_mask_offsets_decoder,
+                              const paddle::Tensor& is_block_step, paddle::Tensor& decode_states,
+                              paddle::Tensor& mask_rollback, paddle::Tensor& out) {
+  MaskTensors t;
+  t.num_tokens = ids_remove_padding.shape()[0];
+  t.seq_lens_this_time = seq_lens_this_time.data<int32_t>();
+  t.seq_lens_encoder = seq_lens_encoder.data<int32_t>();
+  t.seq_lens_decoder = seq_lens_decoder.data<int32_t>();
+  t.cu_seqlens_q = cu_seqlens_q.data<int32_t>();
+  t.cu_entries = cu_seqlens_q.numel();
+  t.mask_full = attn_mask_offsets_full.data<int32_t>();
+  t.mask_full_cols = attn_mask_offsets_full.shape()[1];
+  t.mask_decoder = attn_mask_offsets_decoder.data<int32_t>();
+  t.is_block_step = is_block_step.data<bool>();
+  t.decode_states = decode_states.data<int32_t>();
+  t.decode_states_cols = decode_states.shape()[1];
+  t.mask_rollback = mask_rollback.data<int32_t>();
+  t.out = out.data<int32_t>();
+  return t;
+}
+
 }  // namespace mtp

@@ -6,6 +6,7 @@
 #include "failure_messages.h"
 #include "op_signatures.h"
 #include "tensor_checks.h"
+#include "tensor_views.h"
 #ifdef PADDLE_WITH_CUDA
 #include "mtp_kernels.h"
 #endif
@@ -32,32 +33,19 @@ std::vector<paddle::Tensor> UpdateAttnMaskOffsets(
   c.vector(seq_lens_decoder, "seq_lens_decoder", DataType::INT32, bsz);
   // bsz + 1 prefix sums, or bsz (the last request then ends at the token total).
   c.flat(cu_seqlens_q, "cu_seqlens_q", DataType::INT32, bsz);
-  const int64_t full_cols =
-      c.matrix(attn_mask_offsets_full, "attn_mask_offsets_full", DataType::INT32, bsz);
+  c.matrix(attn_mask_offsets_full, "attn_mask_offsets_full", DataType::INT32, bsz);
   c.vector(attn_mask_offsets_decoder, "attn_mask_offsets_decoder", DataType::INT32, bsz, W);
   c.vector(is_block_step, "is_block_step", DataType::BOOL, bsz);
   // Column 0 is read for every prompt request (vision generation flag).
-  const int64_t ds_cols =
-      c.matrix(decode_states, "decode_states", DataType::INT32, bsz, W, /*min_cols=*/1);
+  c.matrix(decode_states, "decode_states", DataType::INT32, bsz, W, /*min_cols=*/1);
   c.vector(mask_rollback, "mask_rollback", DataType::INT32, bsz, W);
   c.no_overlap();
 
   paddle::Tensor out = mtp::fresh_mask_output(T, c.place());
-  mtp::MaskTensors t;
-  t.num_tokens = T;
-  t.seq_lens_this_time = seq_lens_this_time.data<int32_t>();
-  t.seq_lens_encoder = seq_lens_encoder.data<int32_t>();
-  t.seq_lens_decoder = seq_lens_decoder.data<int32_t>();
-  t.cu_seqlens_q = cu_seqlens_q.data<int32_t>();
-  t.cu_entries = cu_seqlens_q.numel();
-  t.mask_full = attn_mask_offsets_full.data<int32_t>();
-  t.mask_full_cols = full_cols;
-  t.mask_decoder = attn_mask_offsets_decoder.data<int32_t>();
-  t.is_block_step = is_block_step.data<bool>();
-  t.decode_states = decode_states.data<int32_t>();
-  t.decode_states_cols = ds_cols;
-  t.mask_rollback = mask_rollback.data<int32_t>();
-  t.out = out.data<int32_t>();
+  const mtp::MaskTensors t = mtp::mask_views(
+      ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, cu_seqlens_q,
+      attn_mask_offsets_full, attn_mask_offsets_decoder, is_block_step, decode_states,
+      mask_rollback, out);
 
   if (c.place().GetType() == phi::AllocationType::CPU) {
     mtp::raise_if_failed(kOp, mtp::mask_batch(t, bsz));

@@ -239,6 +239,8 @@ CPP_SIGNATURES = [
     ("custom_ops/pending_errors_op.cc", "void RaisePendingErrors", "raise_pending_errors", True),
     ("custom_ops/bench/bench_ops.cc", "void BenchBaselinePreprocess", "draft_model_preprocess",
      True),
+    ("custom_ops/bench/bench_ops.cc", "std::vector<paddle::Tensor> BenchBaselineMask",
+     "update_attn_mask_offsets", True),
     ("custom_ops/bench/bench_ops.cc", "#define PREPROCESS_PARAMS", "draft_model_preprocess", False),
     ("custom_ops/bench/bench_ops.cc", "#define MASK_PARAMS", "update_attn_mask_offsets", False),
 ]

@@ -27,7 +27,20 @@ __global__ void late_bump_kernel(int32_t* x, int64_t n, long long cycles) {
   for (int64_t k = threadIdx.x; k < n; k += blockDim.x) x[k] += 1;
 }
 
+__global__ void baseline_mask_kernel(mtp::MaskTensors t, int64_t bsz) {
+  for (int64_t i = threadIdx.x; i < bsz; i += blockDim.x)
+    mtp::apply_mask(t, mtp::plan_mask(t, i), i);
+}
+
 }  // namespace
+
+cudaError_t launch_baseline_mask(const mtp::MaskTensors& t, int64_t bsz, cudaStream_t stream) {
+  const cudaError_t e =
+      cudaMemsetAsync(t.out, 0, 2 * t.num_tokens * sizeof(int32_t), stream);
+  if (e != cudaSuccess) return e;
+  baseline_mask_kernel<<<1, 512, 0, stream>>>(t, bsz);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_late_bump(int32_t* x, int64_t n, cudaStream_t stream) {
   late_bump_kernel<<<1, 256, 0, stream>>>(x, n, 20000000LL);  // ~10 ms at 2 GHz

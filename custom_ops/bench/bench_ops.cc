@@ -51,6 +51,13 @@ void BenchBaselinePreprocess(
       base_model_stop_flags, base_model_is_block_step, base_model_draft_tokens);
   const mtp::PreprocessAttrs a{num_model_step, truncate_first_token, splitwise_prefill,
                                kvcache_scheduler_v1};
+  if (!not_need_stop.is_cpu()) {  // a captured step's form: the flag stays on the device
+    mtp::cuda_check(mtp_bench::launch_baseline_preprocess(t, a, seq_lens_this_time.shape()[0],
+                                                          not_need_stop.data<bool>(),
+                                                          draft_tokens.stream()),
+                    "bench_baseline_preprocess", "launch");
+    return;
+  }
   // As FastDeploy does: the host flag goes to the device and back as Paddle copies.
   paddle::Tensor flag = not_need_stop.copy_to(draft_tokens.place(), false);
   mtp::cuda_check(mtp_bench::launch_baseline_preprocess(t, a, seq_lens_this_time.shape()[0],
@@ -61,6 +68,24 @@ void BenchBaselinePreprocess(
 }
 
 // Adds 1 to every element of the int32 tensor x, late (launch_late_bump).
+std::vector<paddle::Tensor> BenchBaselineMask(
+    const paddle::Tensor& ids_remove_padding, const paddle::Tensor& seq_lens_this_time,
+    const paddle::Tensor& seq_lens_encoder, const paddle::Tensor& seq_lens_decoder,
+    const paddle::Tensor& cu_seqlens_q, const paddle::Tensor& attn_mask_offsets_full,
+    paddle::Tensor& attn_mask_offsets_decoder, const paddle::Tensor& is_block_step,
+    paddle::Tensor& decode_states, paddle::Tensor& mask_rollback) {
+  paddle::Tensor out =
+      mtp::fresh_mask_output(ids_remove_padding.shape()[0], ids_remove_padding.place());
+  const mtp::MaskTensors t = mtp::mask_views(
+      ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, cu_seqlens_q,
+      attn_mask_offsets_full, attn_mask_offsets_decoder, is_block_step, decode_states,
+      mask_rollback, out);
+  mtp::cuda_check(mtp_bench::launch_baseline_mask(t, seq_lens_this_time.shape()[0],
+                                                  ids_remove_padding.stream()),
+                  "bench_baseline_mask", "launch");
+  return {out};
+}
+
 void BenchLateBump(paddle::Tensor& x) {
   mtp::cuda_check(mtp_bench::launch_late_bump(x.data<int32_t>(), x.numel(), x.stream()),
                   "bench_late_bump", "launch");
@@ -184,6 +209,11 @@ PD_BUILD_OP(bench_empty_preprocess)
     .Attrs(PREPROCESS_ATTRS)
     .SetInplaceMap(PREPROCESS_INPLACE)
     .SetKernelFn(PD_KERNEL(BenchEmptyPreprocess));
+PD_BUILD_OP(bench_baseline_mask)
+    .Inputs(MASK_INPUTS)
+    .Outputs(MASK_OUTPUTS)
+    .SetInplaceMap(MASK_INPLACE)
+    .SetKernelFn(PD_KERNEL(BenchBaselineMask));
 PD_BUILD_OP(bench_floor_mask)
     .Inputs(MASK_INPUTS)
     .Outputs(MASK_OUTPUTS)

@@ -22,6 +22,10 @@ the same run on the same state:
 - the same for ``update_attn_mask_offsets`` (async through
   ``FASTDEPLOY_MTP_ASYNC_MASK=1``).
 The baseline's result is compared with the numpy reference at every size.
+
+The captured-step tables (``graph_table``) replay one engine step from a CUDA
+graph against a graph of empty kernels, the same launches agreeing only, and
+the step as FastDeploy launches it.
 """
 
 from __future__ import annotations
@@ -105,7 +109,8 @@ def _check_floor_signatures() -> None:
              ("bench_floor_preprocess", "bench_empty_preprocess", "bench_baseline_preprocess",
               "bench_agreement_preprocess")]
     pairs += [(UPDATE_ATTN_MASK_OFFSETS, n) for n in
-              ("bench_floor_mask", "bench_empty_mask", "bench_agreement_mask")]
+              ("bench_floor_mask", "bench_empty_mask", "bench_agreement_mask",
+               "bench_baseline_mask")]
     problems = [f"{name}: {d}" for sig, name in pairs
                 for d in differences(sig, read_registered(name))]
     if problems:
@@ -214,12 +219,27 @@ def _replay_us(graph, steps_in_graph: int, replays: int) -> float:
     return (time.perf_counter() - t0) / (replays * steps_in_graph) * 1e6
 
 
+def _baseline_mask_correct(lib, m, place) -> bool:
+    """Whether the FastDeploy-shaped mask call gives the reference's output
+    and state (it checks nothing, but on valid states it must agree)."""
+    t = tensors(m, place)
+    out = lib.bench_baseline_mask(*t.values())
+    out = out[0] if isinstance(out, (list, tuple)) else out
+    want = states.copy_state(m)
+    want_out = reference.update_attn_mask_offsets(**want)
+    return (np.array_equal(out.numpy(), want_out)
+            and all(np.array_equal(t[n].numpy(), want[n]) for n in m))
+
+
 def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50, rounds: int = 5,
                 print_fn=print, mask_cols=None, widen=None) -> None:
     """One captured step (preprocess with not_need_stop on the GPU, then
     MASK_CALLS mask calls) against a captured graph of as many empty kernels,
-    and against the same launches with kernels that only agree (the floor the
-    launch shapes put under the step, before any request is read).
+    against the same launches with kernels that only agree (the floor the
+    launch shapes put under the step, before any request is read), and
+    against the step as FastDeploy launches it (one block of 512 threads a
+    call, nothing checked, the mask op's output zeroed first; its preprocess
+    skips every request past 511: "FastDeploy-shaped correct").
     `mask_cols`: attn_mask_offsets_full's columns, which bound a prompt's
     tokens (states.mask_state's short default unless given); `widen`: then
     give attn_mask_offsets_full that many columns, the prompts as drawn."""
@@ -242,8 +262,9 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
              f"update_attn_mask_offsets, {prompts}, per step (us); {steps_in_graph} steps a "
              f"graph, medians of {rounds} rounds of {replays} replays")
     print_fn("| bsz | tokens | replayed step | graph of empty kernels | ratio "
-             "| launches agreeing only | step / agreeing only |")
-    print_fn("|---:|---:|---:|---:|---:|---:|---:|")
+             "| launches agreeing only | step / agreeing only | FastDeploy-shaped step "
+             "| step / FastDeploy-shaped | FastDeploy-shaped correct |")
+    print_fn("|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---|")
     for bsz in bsz_list:
         s = states.repeatable_preprocess_state(rng, bsz, num_model_step=K)
         m = states.mask_state(rng, bsz, mask_cols=mask_cols)
@@ -258,7 +279,13 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
         agreeing = lambda: (lib.bench_agreement_preprocess(*pre.values(), *attrs.values()),  # noqa: E731
                             [lib.bench_agreement_mask(*mask.values()) for _ in range(MASK_CALLS)])
         agreeing()  # warm-up: the agreement launches' scratch
+        shaped_pre, shaped_mask = tensors(s, place, True), tensors(m, place)
+        fastdeploy = lambda: (  # noqa: E731
+            lib.bench_baseline_preprocess(*shaped_pre.values(), *attrs.values()),
+            [lib.bench_baseline_mask(*shaped_mask.values()) for _ in range(MASK_CALLS)])
+        correct = _baseline_mask_correct(lib, m, place) and _baseline_correct(lib, s, attrs, place)
         ours, empty, floor = graphs.CUDAGraph(), graphs.CUDAGraph(), graphs.CUDAGraph()
+        shaped = graphs.CUDAGraph()
         ours.capture_begin()
         for _ in range(steps_in_graph):
             ops.draft_model_preprocess(**pre, **attrs)
@@ -273,14 +300,20 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
         for _ in range(steps_in_graph):
             agreeing()
         floor.capture_end()
-        times = {"ours": [], "empty": [], "floor": []}
+        shaped.capture_begin()
+        for _ in range(steps_in_graph):
+            fastdeploy()
+        shaped.capture_end()
+        graphs_of = (("ours", ours), ("empty", empty), ("floor", floor), ("shaped", shaped))
+        times = {name: [] for name, _ in graphs_of}
         for _ in range(rounds):
-            for name, g in (("ours", ours), ("empty", empty), ("floor", floor)):
+            for name, g in graphs_of:
                 times[name].append(_replay_us(g, steps_in_graph, replays))
         ops.raise_pending_errors(probe)  # every replayed call was valid
-        o, e, f = (statistics.median(times[k]) for k in ("ours", "empty", "floor"))
-        print_fn(f"| {bsz} | {tokens} | {o:.1f} | {e:.1f} | {o / e:.2f} | {f:.1f} | {o / f:.2f} |")
-        for g in (ours, empty, floor):
+        o, e, f, d = (statistics.median(times[k]) for k, _ in graphs_of)
+        print_fn(f"| {bsz} | {tokens} | {o:.1f} | {e:.1f} | {o / e:.2f} | {f:.1f} | {o / f:.2f} "
+                 f"| {d:.1f} | {o / d:.2f} | {'yes' if correct else 'NO'} |")
+        for _, g in graphs_of:
             g.reset()
 
 
