@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import paddle
+import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -328,3 +329,21 @@ def prompts_state(seed, count, n, cols):
     s["cu_seqlens_q"][:] = n * np.arange(count + 1)
     s["ids_remove_padding"] = np.zeros(n * count, np.int64)
     return s
+
+
+def compile_cpu_harness(source: str, out_dir) -> "Path":
+    """tests/<source> (a C++ harness over the Paddle-free headers) built with
+    the CPU op's own flags and the undefined-behaviour sanitizer; its path."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.fail("no C++ compiler: the op library itself needs one to build")
+    exe = Path(out_dir) / Path(source).stem
+    flags = _build.compile_flags(cuda=False)["cxx"]
+    subprocess.run([compiler, *flags, *_build.UNDEFINED_BEHAVIOUR_FLAGS,
+                    str(Path(__file__).with_name(source)), "-o", str(exe)],
+                   check=True, capture_output=True, text=True)
+    return exe

@@ -11,15 +11,13 @@ the op itself runs a request of 2^31 - 2 tokens in each branch (up to about
 26 GiB of the GPU's memory and 40 GiB of the host's).
 """
 
-import shutil
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from fastdeploy_mtp import _build, ops
-from helpers import gpu_available
+from fastdeploy_mtp import ops
+from helpers import compile_cpu_harness, gpu_available
 
 N = 2**30 + 3          # tokens of the one request
 DECODER = 7            # seq_lens_decoder of the vision and decode requests
@@ -28,15 +26,7 @@ CURSOR, ROLLBACK = 100, 3
 
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory):
-    compiler = shutil.which("g++") or shutil.which("c++")
-    if compiler is None:
-        pytest.fail("no C++ compiler: the op library itself needs one to build")
-    exe = tmp_path_factory.mktemp("huge") / "huge_request"
-    flags = _build.compile_flags(cuda=False)["cxx"]
-    subprocess.run([compiler, *flags, *_build.UNDEFINED_BEHAVIOUR_FLAGS,
-                    str(Path(__file__).with_name("huge_request.cc")), "-o", str(exe)],
-                   check=True, capture_output=True, text=True)
-    return exe
+    return compile_cpu_harness("huge_request.cc", tmp_path_factory.mktemp("huge"))
 
 
 # The harness's memory files hold 2^24 entries each, so out[1] shares its

@@ -8,13 +8,11 @@ graphs, devices"): the last batch of one shape and the first of the next,
 so a bound moved by one, or a rule dropped, fails here before any GPU runs.
 """
 
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from fastdeploy_mtp import _build
+from helpers import compile_cpu_harness
 
 # Devices: (clusters, resident grid blocks, largest cluster that fits).
 H200 = (1, 264, 16)       # sm_90, room for non-portable clusters
@@ -24,14 +22,7 @@ OLD = (0, 264, 0)         # before sm_90: no clusters, no programmatic launch
 
 @pytest.fixture(scope="module")
 def plan(tmp_path_factory):
-    compiler = shutil.which("g++") or shutil.which("c++")
-    if compiler is None:
-        pytest.fail("no C++ compiler: the op library itself needs one to build")
-    exe = tmp_path_factory.mktemp("plan") / "launch_rules"
-    flags = _build.compile_flags(cuda=False)["cxx"]
-    subprocess.run([compiler, *flags, *_build.UNDEFINED_BEHAVIOUR_FLAGS,
-                    str(Path(__file__).with_name("launch_rules.cc")), "-o", str(exe)],
-                   check=True, capture_output=True, text=True)
+    exe = compile_cpu_harness("launch_rules.cc", tmp_path_factory.mktemp("plan"))
 
     def ask(*questions):
         text = "".join(" ".join(map(str, q)) + "\n" for q in questions)
