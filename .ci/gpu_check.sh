@@ -82,6 +82,14 @@ step "registration check" "matches|DIFFER" python3 -m fastdeploy_mtp check
 if [ "${SKIP_PYTEST:-0}" != 1 ]; then
   step "pytest (CPU and GPU)" "passed|failed" python3 -m pytest -q -p no:cacheprovider tests
 fi
+step "the recompute form's tests (CPU and GPU)" "passed|failed" \
+  env FASTDEPLOY_MTP_FORM=recompute python3 -m pytest -q -p no:cacheprovider \
+  tests/test_form_recompute.py
+for tool in memcheck racecheck synccheck; do
+  step "$tool over the recompute form's GPU cases" "ERROR SUMMARY|RACECHECK SUMMARY|HAZARD|passed|failed" \
+    env FASTDEPLOY_MTP_FORM=recompute compute-sanitizer --tool $tool --error-exitcode 3 \
+    python3 -m pytest -q -p no:cacheprovider tests/test_form_recompute.py -k "gpu"
+done
 fuzz=(python3 tests/gpu_fuzz.py --seed "${FUZZ_SEED:-2026}")
 step "memcheck over fuzz" "ERROR SUMMARY|gpu_fuzz" \
   compute-sanitizer --tool memcheck --error-exitcode 3 "${fuzz[@]}" --iterations 60

@@ -122,7 +122,7 @@ T* p(const Arrays& s, const char* name) {
 // The same field names in both revisions' structs.
 template <typename Tensors>
 Tensors preprocess_tensors(const Arrays& s) {
-  Tensors t;
+  Tensors t{};  // fields a revision has and this list does not stay null
   t.draft_tokens = p<int64_t>(s, "draft_tokens");
   t.draft_cols = s.at("draft_tokens").cols;
   t.input_ids = p<int64_t>(s, "input_ids");

@@ -92,6 +92,10 @@ inline T load_now(const T* p) {
   X(kMaskRollbackOutOfRange, 14,                                                                \
     "mask_rollback: {0} + (seq_lens_decoder {1} - new seq_lens_decoder {2}) leaves the int32 "  \
     "range")                                                                                    \
+  X(kRecomputeStepIdxOverflow, 20,                                                              \
+    "step_idx: the new value step_idx - recomputed tokens = {0} - {1} leaves the int64 range")  \
+  X(kRecomputeRollbackOutOfRange, 21,                                                           \
+    "mask_rollback: {0} + recomputed tokens {1} leaves the int32 range")                        \
   /* update_attn_mask_offsets */                                                                \
   X(kNegativeSeqLensThisTime, 8, "seq_lens_this_time: {0} is negative")                         \
   X(kTokensOutsideIds, 9,                                                                       \
@@ -121,6 +125,7 @@ enum Check : int32_t {
 constexpr int64_t kInt32Max = 2147483647;
 constexpr int64_t kInt32Min = -kInt32Max - 1;
 constexpr int64_t kInt64Min = -9223372036854775807LL - 1;
+constexpr int64_t kInt64Max = 9223372036854775807LL;
 
 struct Failure {
   int32_t code;
@@ -157,7 +162,15 @@ struct PreprocessTensors {
   const bool* base_stop_flags;
   const bool* base_is_block_step;
   int64_t* base_draft_tokens;    int64_t base_draft_cols;
+  // The recompute form only (FastDeploy's 22-tensor op); null in the
+  // mask-rollback form, which never reads the base model's this-time lengths.
+  int32_t* recompute_token_num;
+  const int32_t* base_seq_lens_this_time;
 };
+
+// Which of FastDeploy's forms a view is of: the recompute form carries
+// recompute_token_num.
+MTP_HD bool recompute_form(const PreprocessTensors& t) { return t.recompute_token_num != nullptr; }
 
 struct PreprocessAttrs {
   int32_t num_model_step;
@@ -189,6 +202,13 @@ struct PreprocessPlan {
   // decode plan, whose subtraction check_preprocess has seen stays an int64.
   int64_t step_from;
   int64_t step_minus;
+  // The recompute form: mask_rollback becomes old_rollback + recomputed (a
+  // decode plan's tokens to recompute, 0 otherwise), and a decode plan sets
+  // recompute_token_num to num_model_step - 1 (write_recompute).
+  bool recompute;
+  bool write_recompute;
+  int32_t recomputed;
+  int32_t next_recompute;
 };
 
 // Normal mode forgets the base model's drafts past column 0 for every request
@@ -204,11 +224,14 @@ MTP_HD bool clears_base_draft(const PreprocessAttrs& a) { return !a.splitwise_pr
 // FastDeploy's own inserts of a new prompt never write mask_rollback. For the
 // same reason a running prefill is never parked: a draft that was parked when
 // its request finished would otherwise leave is_block_step set, and the mask
-// op would skip the next request's prompt.
+// op would skip the next request's prompt. The recompute form is a drop-in
+// for FastDeploy's own op, which does neither: its prefill keeps both.
 MTP_HD void plan_first_token(PreprocessPlan& p, int32_t E, bool truncate) {
   p.prefill = true;
-  p.old_rollback = 0;
-  p.is_block_step = false;
+  if (!p.recompute) {
+    p.old_rollback = 0;
+    p.is_block_step = false;
+  }
   p.first_token_col = truncate ? (int64_t)E - 1 : (int64_t)E;
   p.this_time = (int32_t)(p.first_token_col + 1);
 }
@@ -224,8 +247,10 @@ MTP_HD void plan_not_running(PreprocessPlan& p) {
 // Request i's values, all of them, read before any is looked at.
 struct PreprocessRequest {
   int32_t encoder, decoder, this_time, rollback, accept_num, base_decoder;
+  int32_t recompute, base_this_time;  // the recompute form's; 0 in the other
   int64_t step_idx, base_step_idx;
   bool stop_flag, is_block_step, batch_drop, base_stop, base_block;
+  bool recompute_form;
 };
 
 MTP_HD PreprocessRequest read_preprocess_request(const PreprocessTensors& t, int64_t i) {
@@ -243,6 +268,13 @@ MTP_HD PreprocessRequest read_preprocess_request(const PreprocessTensors& t, int
   r.batch_drop = load_now(t.batch_drop + i);
   r.base_stop = load_now(t.base_stop_flags + i);
   r.base_block = load_now(t.base_is_block_step + i);
+  r.recompute = 0;
+  r.base_this_time = 0;
+  r.recompute_form = recompute_form(t);
+  if (r.recompute_form) {
+    r.recompute = load_now(t.recompute_token_num + i);
+    r.base_this_time = load_now(t.base_seq_lens_this_time + i);
+  }
   return r;
 }
 
@@ -267,6 +299,10 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const Preproce
   p.pre_ids_end = 0;
   p.step_from = r.step_idx;
   p.step_minus = 0;
+  p.recompute = r.recompute_form;
+  p.write_recompute = false;
+  p.recomputed = 0;
+  p.next_recompute = 0;
 
   if (a.splitwise_prefill) {
     if (E > 0) {
@@ -309,10 +345,26 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const Preproce
     p.decoder = (int64_t)r.base_decoder - acc;
     p.step_from = r.base_step_idx;
     p.step_minus = acc;
-  } else {
+  } else if (!p.recompute) {
     // Roll back the positions the extra substeps wrote.
     p.decoder = (int64_t)S - (a.num_model_step - 1);
     p.step_minus = (int64_t)a.num_model_step - 1;
+  }
+  if (p.recompute) {
+    // FastDeploy's recompute form: the draft re-feeds only the tokens it
+    // recomputes, n = min(recompute_token_num, max(base_model_seq_lens_this_time
+    // - 2, 0)). The normal branch rolls back by n, both branches add n (not the
+    // change of seq_lens_decoder) to mask_rollback, and the next step
+    // recomputes num_model_step - 1.
+    const int32_t limit = r.base_this_time > 2 ? r.base_this_time - 2 : 0;
+    const int32_t n = r.recompute < limit ? r.recompute : limit;
+    if (!r.stop_flag) {
+      p.decoder = (int64_t)S - n;
+      p.step_minus = n;
+    }
+    p.recomputed = n;
+    p.write_recompute = true;
+    p.next_recompute = a.num_model_step - 1;
   }
   p.accepted = acc;
   p.pre_ids_end = r.base_step_idx;
@@ -325,10 +377,11 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessTensors& t, const Preproce
   return plan_preprocess(read_preprocess_request(t, i), a);
 }
 
-// Every branch adds the change of seq_lens_decoder to mask_rollback; the sum
-// must stay an int32.
+// Every branch adds the change of seq_lens_decoder to mask_rollback (the
+// recompute form: a decode's recomputed tokens); the sum must stay an int32.
 MTP_HD int64_t new_rollback(const PreprocessPlan& p) {
-  return (int64_t)p.old_rollback + p.old_decoder - p.decoder;
+  return (int64_t)p.old_rollback + (p.recompute ? (int64_t)p.recomputed
+                                                : (int64_t)p.old_decoder - p.decoder);
 }
 
 // The checks of a request, each a bit (below, in the order they are
@@ -382,7 +435,10 @@ MTP_HD uint32_t preprocess_failures(const PreprocessTensors& t, const Preprocess
       // clamped here at 0 all the same, since this sum is computed for every
       // plan and INT64_MIN + a negative one would overflow.
       bit(decode & ((p.decoder < kInt32Min) | (p.decoder > kInt32Max)), kDecodeDecoder) |
-      bit(decode & (p.step_from < kInt64Min + (p.step_minus > 0 ? p.step_minus : 0)),
+      // (A negative step_minus, the recompute form's negative recompute_token_num,
+      // steps up: then the bound is INT64_MAX.)
+      bit(decode & (p.step_minus >= 0 ? p.step_from < kInt64Min + p.step_minus
+                                      : p.step_from > kInt64Max + p.step_minus),
           kDecodeStepIdx) |
       // Every plan: the new mask_rollback stays an int32 (one compare).
       bit((uint64_t)(r - kInt32Min) > (uint64_t)(kInt32Max - kInt32Min), kRollbackRange);
@@ -400,9 +456,13 @@ MTP_HD Failure check_preprocess(const PreprocessTensors& t, const PreprocessPlan
   if (f & kDecodePreIdsWindow) return fail(kPreIdsWindowOutside, p.pre_ids_end, acc, t.pre_cols);
   if (f & kDecodeDecoder)
     return fail(kSeqLensDecoderOutOfRange, p.decoder, p.old_decoder, t.base_seq_lens_decoder[i], acc);
-  if (f & kDecodeStepIdx) return fail(kStepIdxOverflow, p.step_from, p.step_minus);
-  if (f & kRollbackRange)
+  if (f & kDecodeStepIdx)
+    return fail(p.recompute ? kRecomputeStepIdxOverflow : kStepIdxOverflow, p.step_from,
+                p.step_minus);
+  if (f & kRollbackRange) {
+    if (p.recompute) return fail(kRecomputeRollbackOutOfRange, p.old_rollback, p.recomputed);
     return fail(kMaskRollbackOutOfRange, p.old_rollback, p.old_decoder, p.decoder);
+  }
   return ok();
 }
 
@@ -459,6 +519,7 @@ MTP_HD bool apply_plan(const PreprocessTensors& t, const PreprocessPlan& p, int6
   // The one rule that keeps the mask cursor aligned with the KV positions
   // (in range: kRollbackRange, preprocess_failures).
   t.mask_rollback[i] = (int32_t)new_rollback(p);
+  if (p.write_recompute) t.recompute_token_num[i] = p.next_recompute;
   return p.running;
 }
 

@@ -16,3 +16,8 @@
 #define MTP_RAISE_PENDING_ERRORS_INPUTS "x"
 #define MTP_RAISE_PENDING_ERRORS_OUTPUTS "x_out"
 #define MTP_RAISE_PENDING_ERRORS_INPLACE {"x", "x_out"}
+
+#define MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_INPUTS "draft_tokens", "input_ids", "stop_flags", "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "step_idx", "not_need_stop", "is_block_step", "batch_drop", "pre_ids", "mask_rollback", "recompute_token_num", "accept_tokens", "accept_num", "base_model_seq_lens_this_time", "base_model_seq_lens_encoder", "base_model_seq_lens_decoder", "base_model_step_idx", "base_model_stop_flags", "base_model_is_block_step", "base_model_draft_tokens"
+#define MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_OUTPUTS "draft_tokens_out", "input_ids_out", "stop_flags_out", "seq_lens_this_time_out", "seq_lens_encoder_out", "seq_lens_decoder_out", "step_idx_out", "not_need_stop_out", "batch_drop_out", "pre_ids_out"
+#define MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_ATTRS "num_model_step: int", "truncate_first_token: bool", "splitwise_prefill: bool", "kvcache_scheduler_v1: bool"
+#define MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_INPLACE {"draft_tokens", "draft_tokens_out"}, {"input_ids", "input_ids_out"}, {"stop_flags", "stop_flags_out"}, {"seq_lens_this_time", "seq_lens_this_time_out"}, {"seq_lens_encoder", "seq_lens_encoder_out"}, {"seq_lens_decoder", "seq_lens_decoder_out"}, {"step_idx", "step_idx_out"}, {"not_need_stop", "not_need_stop_out"}, {"batch_drop", "batch_drop_out"}, {"pre_ids", "pre_ids_out"}

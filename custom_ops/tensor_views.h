@@ -41,6 +41,19 @@ inline PreprocessTensors preprocess_views(
   t.base_is_block_step = base_model_is_block_step.data<bool>();
   t.base_draft_tokens = base_model_draft_tokens.data<int64_t>();
   t.base_draft_cols = base_model_draft_tokens.shape()[1];
+  t.recompute_token_num = nullptr;  // the rollback form
+  t.base_seq_lens_this_time = nullptr;
+  return t;
+}
+
+// The recompute form's views: the rollback form's and its two more tensors.
+// FastDeploy registers recompute_token_num as a plain input and writes it
+// all the same, so Paddle hands it over by const reference.
+inline PreprocessTensors with_recompute(PreprocessTensors t,
+                                        const paddle::Tensor& recompute_token_num,
+                                        const paddle::Tensor& base_model_seq_lens_this_time) {
+  t.recompute_token_num = const_cast<int32_t*>(recompute_token_num.data<int32_t>());
+  t.base_seq_lens_this_time = base_model_seq_lens_this_time.data<int32_t>();
   return t;
 }
 

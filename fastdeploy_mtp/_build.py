@@ -17,6 +17,10 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 MODULE_NAME = "fastdeploy_mtp_ops"
+# FastDeploy's forms of draft_model_preprocess (fastdeploy_mtp/signature.py);
+# one library each, since Paddle registers an op name once per process.
+FORM_NAMES = ("rollback", "recompute")
+DEFAULT_FORM = FORM_NAMES[0]
 _PACKAGE_DIR = Path(__file__).resolve().parent
 # The Paddle bindings; they include the Paddle-free headers.
 BINDING_SOURCES = (
@@ -64,6 +68,25 @@ def with_cuda() -> bool:
 def sources(cuda: bool) -> List[str]:
     names = BINDING_SOURCES + (CUDA_SOURCES if cuda else ())
     return [str(SOURCE_DIR / n) for n in names]
+
+
+def module_name(form: str = DEFAULT_FORM) -> str:
+    """The op library of `form`: fastdeploy_mtp_ops for the default form,
+    fastdeploy_mtp_ops_<form> for another."""
+    check_form(form)
+    return MODULE_NAME if form == DEFAULT_FORM else f"{MODULE_NAME}_{form}"
+
+
+def check_form(form: str) -> None:
+    if form not in FORM_NAMES:
+        raise ValueError(f"unknown form {form!r}: FastDeploy's forms here are "
+                         + ", ".join(FORM_NAMES))
+
+
+def form_flags(form: str = DEFAULT_FORM) -> List[str]:
+    """The host compiler's flags that pick `form`'s binding (none: the default)."""
+    check_form(form)
+    return [] if form == DEFAULT_FORM else [f"-DMTP_FORM_{form.upper()}"]
 
 
 def paddle_major() -> int:
@@ -143,9 +166,9 @@ def hashed_sources(*also: Path) -> List[Path]:
                   if f.suffix in SOURCE_SUFFIXES)
 
 
-def source_hash(cuda: bool, *also: Path) -> str:
-    """Changes whenever a source, a header, the flags or the Paddle version does
-    (the sources of custom_ops/, and of the folders `also` names)."""
+def source_hash(cuda: bool, *also: Path, form: str = DEFAULT_FORM) -> str:
+    """Changes whenever a source, a header, the flags, the form or the Paddle
+    version does (the sources of custom_ops/, and of the folders `also` names)."""
     import paddle
 
     h = hashlib.sha256()
@@ -153,6 +176,7 @@ def source_hash(cuda: bool, *also: Path) -> str:
         h.update(p.name.encode())
         h.update(p.read_bytes())
     h.update(repr((compile_flags(cuda), link_flags(cuda))).encode())
+    h.update(repr(form_flags(form)).encode())
     h.update(paddle.__version__.encode())
     h.update(sys.version.encode())
     return h.hexdigest()[:16]

@@ -12,6 +12,12 @@ checkout's ``custom_ops/`` or the copy an installed package carries, into
 
 Bad input raises :class:`BadInputError` (a ``ValueError``) whose message names
 the request, the field and the values; no tensor has changed when it does.
+
+A process uses one of FastDeploy's forms of ``draft_model_preprocess``
+(``fastdeploy_mtp.signature.FORMS``): ``FASTDEPLOY_MTP_FORM`` names it, else
+the first ``load_library(form)``, else the default (``rollback``). The typed
+``draft_model_preprocess`` below is the default form's;
+``fastdeploy_mtp.forms.load(form)`` gives any form's wrappers.
 """
 
 from __future__ import annotations
@@ -28,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from . import _build
-from .signature import (DRAFT_MODEL_PREPROCESS, RAISE_PENDING_ERRORS, UPDATE_ATTN_MASK_OFFSETS,
-                        argument_help)
+from .signature import (DEFAULT_FORM, DRAFT_MODEL_PREPROCESS, RAISE_PENDING_ERRORS,
+                        UPDATE_ATTN_MASK_OFFSETS, argument_help)
 
 Tensor = Any  # paddle.Tensor; kept loose so importing this module needs no Paddle
 
@@ -50,7 +56,9 @@ def _say(msg: str) -> None:
     print(f"fastdeploy_mtp: {msg}", file=sys.stderr, flush=True)
 
 
-def _installed_is_current() -> bool:
+def _installed_is_current(form: str = DEFAULT_FORM) -> bool:
+    if form != DEFAULT_FORM:
+        return False  # `setup_ops.py install` installs the default form; others build
     spec = importlib.util.find_spec(_build.MODULE_NAME)
     if spec is None:
         return False
@@ -109,24 +117,27 @@ def _quiet_paddle():
             os.environ["PYTHONWARNINGS"] = saved_env
 
 
-def _build_from_source():
+def _build_from_source(form: str = DEFAULT_FORM):
     with _quiet_paddle():
         from paddle.utils.cpp_extension import load
 
     cuda = _build.with_cuda()
-    build_dir = _build.cache_root() / _build.source_hash(cuda)
-    fresh = not (build_dir / _build.MODULE_NAME).exists()
+    name = _build.module_name(form)
+    build_dir = _build.cache_root() / _build.source_hash(cuda, form=form)
+    fresh = not (build_dir / name).exists()
     if fresh:
         kind = "CPU and CUDA" if cuda else "CPU"
-        _say(f"building the {kind} op library into {build_dir} (once) ...")
+        which = "" if form == DEFAULT_FORM else f" of the {form} form"
+        _say(f"building the {kind} op library{which} into {build_dir} (once) ...")
     build_dir.mkdir(parents=True, exist_ok=True)
     flags = _build.compile_flags(cuda)
+    flags["cxx"] = flags["cxx"] + _build.form_flags(form)
     t0 = time.time()
     # Paddle's build chatter (a ccache warning, "using custom operator only" on
     # every load) says nothing to our users: keep it off the terminal.
     with _quiet_paddle():
         module = load(
-            name=_build.MODULE_NAME,
+            name=name,
             sources=_build.sources(cuda),
             extra_cxx_cflags=flags["cxx"],
             extra_cuda_cflags=flags.get("nvcc", []),
@@ -139,18 +150,54 @@ def _build_from_source():
     return module
 
 
+FORM_VARIABLE = "FASTDEPLOY_MTP_FORM"
+_loaded_form = None  # the form this process registered, once it has
+_loaded_module = None  # and its library
+
+
+def process_form() -> str:
+    """The form this process uses: the one loaded, else FASTDEPLOY_MTP_FORM's,
+    else the default."""
+    if _loaded_form is not None:
+        return _loaded_form
+    form = os.environ.get(FORM_VARIABLE) or DEFAULT_FORM
+    if form not in _build.FORM_NAMES:
+        raise ValueError(f"{FORM_VARIABLE}={form!r}: FastDeploy's forms here are "
+                         + ", ".join(_build.FORM_NAMES))
+    return form
+
+
+def load_library(form: "str | None" = None):
+    """The module whose functions are the registered ops of `form` (default:
+    the process's form, ``process_form()``), built if need be. Paddle
+    registers an op name once per process, so a process loads one form;
+    asking for another then raises."""
+    current = process_form()
+    form = current if form is None else form
+    _build.check_form(form)
+    if _loaded_form is not None and form != _loaded_form:
+        raise RuntimeError(
+            f"this process registered the {_loaded_form} form's ops; Paddle registers an op "
+            f"name once per process, so the {form} form needs a process of its own "
+            f"(set {FORM_VARIABLE}={form} before it starts)")
+    return _load_form(form)
+
+
 @functools.lru_cache(maxsize=None)
-def load_library():
-    """The module whose functions are the registered ops (built if need be)."""
-    if os.environ.get("FASTDEPLOY_MTP_BUILD") != "1" and _installed_is_current():
-        return _import_installed()
-    if not _build.sources_available():
+def _load_form(form: str):
+    global _loaded_form, _loaded_module
+    if os.environ.get("FASTDEPLOY_MTP_BUILD") != "1" and _installed_is_current(form):
+        module = _import_installed()
+    elif not _build.sources_available():
         raise ImportError(
-            f"{_build.MODULE_NAME} is not installed and its sources are not in "
+            f"{_build.module_name(form)} is not installed and its sources are not in "
             f"{_build.SOURCE_DIR} to build it: reinstall fastdeploy_mtp (pip install .) or "
             "run `python setup_ops.py install` in a fastdeploy_mtp checkout"
         )
-    return _build_from_source()
+    else:
+        module = _build_from_source(form)
+    _loaded_form, _loaded_module = form, module
+    return module
 
 
 INT32_MAX = 2**31 - 1
@@ -197,11 +244,17 @@ def _paddle_facts() -> tuple:
     return paddle.Tensor, hasattr(paddle.Tensor, "is_contiguous")
 
 
-# Positions of each op's written inputs (an OpSignature hashes slowly: look up by name).
-_WRITTEN_POSITIONS = {
-    sig.name: tuple(k for k, arg in enumerate(sig.inputs) if arg.written)
-    for sig in (DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS, RAISE_PENDING_ERRORS)
-}
+# Positions of each table's written inputs (an OpSignature hashes slowly:
+# look up by identity).
+_WRITTEN_POSITIONS = {}
+
+
+def _written_positions(sig) -> tuple:
+    try:
+        return _WRITTEN_POSITIONS[id(sig)]
+    except KeyError:
+        return _WRITTEN_POSITIONS.setdefault(
+            id(sig), tuple(k for k, arg in enumerate(sig.inputs) if arg.written))
 
 
 def _check_boundary(sig, tensors, attrs=()) -> None:
@@ -220,13 +273,13 @@ def _check_boundary(sig, tensors, attrs=()) -> None:
     ok = True
     try:
         if strided:
-            for k in _WRITTEN_POSITIONS[sig.name]:
+            for k in _written_positions(sig):
                 t = tensors[k]
                 if not t.stop_gradient or not t.is_contiguous():
                     ok = False
                     break
         else:  # Paddle 2.6 has no strided views
-            for k in _WRITTEN_POSITIONS[sig.name]:
+            for k in _written_positions(sig):
                 if not tensors[k].stop_gradient:
                     ok = False
                     break
@@ -244,7 +297,7 @@ def _check_boundary(sig, tensors, attrs=()) -> None:
 
 
 def _call(sig, tensors, attrs=()):
-    op = getattr(load_library(), sig.name)
+    op = getattr(_loaded_module or load_library(), sig.name)
     try:
         return op(*tensors, *attrs)
     except Exception as e:  # Paddle re-raises the op's C++ exception (OSError in 3.3)
@@ -306,6 +359,10 @@ def draft_model_preprocess(
     )
     attrs = (num_model_step, truncate_first_token, splitwise_prefill, kvcache_scheduler_v1)
     _check_boundary(DRAFT_MODEL_PREPROCESS, tensors, attrs)
+    if _loaded_form != DEFAULT_FORM and process_form() != DEFAULT_FORM:
+        raise RuntimeError(
+            f"this process uses the {process_form()} form of draft_model_preprocess: call "
+            f"fastdeploy_mtp.forms.load({process_form()!r}).draft_model_preprocess")
     _call(DRAFT_MODEL_PREPROCESS, tensors, (int(num_model_step), bool(truncate_first_token),
                                             bool(splitwise_prefill), bool(kvcache_scheduler_v1)))
 

@@ -83,15 +83,19 @@ def bind_preprocess_inputs(state: Dict[str, object], base: Dict[str, object]) ->
     """Map each registered input name of draft_model_preprocess to a buffer:
     the draft's own, else the base model's (``base_model_X`` is ``base[X]``).
 
-    The registration is compared with the signature table first, so a
-    library or wrapper whose names drifted fails here, loudly, instead of
-    silently swapping two arguments at the first step.
+    The registration is compared with the signature table of the process's
+    form first, so a library or wrapper whose names drifted fails here,
+    loudly, instead of silently swapping two arguments at the first step. A
+    form's input the proposer does not own (the recompute form's
+    recompute_token_num) is left for its runner to pass.
     """
     from .registration import differences, read_registered
+    from .signature import FORMS
 
     ops.load_library()
-    registered = read_registered(DRAFT_MODEL_PREPROCESS.name)
-    drift = differences(DRAFT_MODEL_PREPROCESS, registered)
+    sig = FORMS[ops.process_form()][DRAFT_MODEL_PREPROCESS.name]
+    registered = read_registered(sig.name)
+    drift = differences(sig, registered)
     if drift:
         raise ProposerError("MTPProposer: draft_model_preprocess does not match the "
                             "signature table: " + "; ".join(drift))
@@ -102,6 +106,8 @@ def bind_preprocess_inputs(state: Dict[str, object], base: Dict[str, object]) ->
             bound[name] = state[name]
         elif base_name in base:
             bound[name] = base[base_name]
+        elif name not in DRAFT_MODEL_PREPROCESS.input_names:
+            continue  # another form's own input
         else:
             raise ProposerError(f"MTPProposer: no buffer for the op's input {name!r}")
     return bound

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
-from .signature import OPS, OpSignature
+from .signature import DEFAULT_FORM, FORMS, OpSignature
 
 # Attributes Paddle adds to every op.
 _FRAMEWORK_ATTRS = {"op_role", "op_role_var", "op_namescope", "op_callstack", "op_device",
@@ -59,13 +59,14 @@ def differences(sig: OpSignature, reg: Registered) -> List[str]:
     return out
 
 
-def check_all(print_fn=print) -> List[str]:
-    """Print each op's registration against the table; return the differences."""
+def check_all(form: str = DEFAULT_FORM, print_fn=print) -> List[str]:
+    """Load `form`'s library, print each op's registration against that
+    form's table; return the differences."""
     from .ops import load_library
 
-    load_library()
+    load_library(form)
     problems: List[str] = []
-    for sig in OPS.values():
+    for sig in FORMS[form].values():
         reg = read_registered(sig.name)
         diffs = differences(sig, reg)
         problems += diffs

@@ -8,6 +8,12 @@ registration in ``custom_ops/*_op.cc`` is compared against this table by
 name or order fails loudly.
 
 The positional order is the one FastDeploy-style runners call with.
+
+FastDeploy's ``draft_model_preprocess`` has had more than one signature; each
+is a *form* here (``FORMS``), with its own table, library and registration:
+``rollback`` (the 21-tensor op that carries ``mask_rollback``; the default)
+and ``recompute`` (22 tensors: ``recompute_token_num`` after
+``mask_rollback``). A process loads one form (``fastdeploy_mtp.forms``).
 """
 
 from __future__ import annotations
@@ -48,6 +54,9 @@ class OpSignature:
     # order FastDeploy registers); the other written inputs' follow in input
     # order. Empty: all in input order.
     written_first: Tuple[str, ...] = ()
+    # Written inputs registered as plain inputs, as FastDeploy registers them
+    # (the op writes them all the same): no output, no in-place pair.
+    undeclared: Tuple[str, ...] = ()
 
     @property
     def input_names(self) -> Tuple[str, ...]:
@@ -62,13 +71,18 @@ class OpSignature:
         return tuple(t.name for t in self.inputs if t.written)
 
     @property
+    def declared(self) -> Tuple[str, ...]:
+        """The written inputs registered in place (``<name>_out``)."""
+        return tuple(n for n in self.written if n not in self.undeclared)
+
+    @property
     def output_names(self) -> Tuple[str, ...]:
-        rest = tuple(n for n in self.written if n not in self.written_first)
+        rest = tuple(n for n in self.declared if n not in self.written_first)
         return self.fresh_outputs + tuple(f"{n}_out" for n in self.written_first + rest)
 
     @property
     def inplace_map(self) -> Dict[str, str]:
-        return {n: f"{n}_out" for n in self.written}
+        return {n: f"{n}_out" for n in self.declared}
 
     @property
     def inplace_index_map(self) -> Dict[int, int]:
@@ -119,6 +133,29 @@ DRAFT_MODEL_PREPROCESS = OpSignature(
     ),
 )
 
+def _with_recompute_token_num(inputs: Tuple[TensorArg, ...]) -> Tuple[TensorArg, ...]:
+    out = []
+    for t in inputs:
+        if t.name == "base_model_seq_lens_this_time":
+            t = TensorArg(t.name, t.dtype, False, "[N] base model; bounds the recomputed tokens")
+        out.append(t)
+        if t.name == "mask_rollback":
+            out.append(TensorArg("recompute_token_num", _i32, True,
+                                 "[N] tokens the next decode recomputes (set to num_model_step-1)"))
+    return tuple(out)
+
+
+# FastDeploy's recompute form: a decode rolls back the tokens it recomputes,
+# min(recompute_token_num, base_model_seq_lens_this_time - 2). FastDeploy
+# registers ten of its fourteen written tensors in place; so do we.
+DRAFT_MODEL_PREPROCESS_RECOMPUTE = OpSignature(
+    name="draft_model_preprocess",
+    inputs=_with_recompute_token_num(DRAFT_MODEL_PREPROCESS.inputs),
+    attrs=DRAFT_MODEL_PREPROCESS.attrs,
+    undeclared=("is_block_step", "mask_rollback", "recompute_token_num",
+                "base_model_draft_tokens"),
+)
+
 UPDATE_ATTN_MASK_OFFSETS = OpSignature(
     name="update_attn_mask_offsets",
     inputs=(
@@ -148,9 +185,25 @@ RAISE_PENDING_ERRORS = OpSignature(
     attrs=(),
 )
 
-OPS: Dict[str, OpSignature] = {
-    s.name: s for s in (DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS, RAISE_PENDING_ERRORS)
+DEFAULT_FORM = "rollback"
+
+# Each form's ops by name, in the order they are registered.
+FORMS: Dict[str, Dict[str, OpSignature]] = {
+    form: {s.name: s for s in (preprocess, UPDATE_ATTN_MASK_OFFSETS, RAISE_PENDING_ERRORS)}
+    for form, preprocess in (("rollback", DRAFT_MODEL_PREPROCESS),
+                             ("recompute", DRAFT_MODEL_PREPROCESS_RECOMPUTE))
 }
+
+# The default form's ops.
+OPS: Dict[str, OpSignature] = FORMS[DEFAULT_FORM]
+
+
+def macro_prefix(form: str, sig: OpSignature) -> str:
+    """The C++ macros' prefix of `sig` in `form`: MTP_<OP> for the default
+    form's table, MTP_<FORM>_<OP> where a form has a table of its own."""
+    if FORMS[DEFAULT_FORM][sig.name] is sig:
+        return "MTP_" + sig.name.upper()
+    return f"MTP_{form.upper()}_{sig.name.upper()}"
 
 
 # ---------------------------------------------------------------------------
@@ -174,8 +227,8 @@ def render_cpp_header() -> str:
         "#pragma once",
         "",
     ]
-    for sig in OPS.values():
-        p = "MTP_" + sig.name.upper()
+    tables = {macro_prefix(form, sig): sig for form, ops in FORMS.items() for sig in ops.values()}
+    for p, sig in tables.items():
         lines.append(f"#define {p}_INPUTS {_cpp_list(sig.input_names)}")
         lines.append(f"#define {p}_OUTPUTS {_cpp_list(sig.output_names)}")
         if sig.attrs:

@@ -189,6 +189,8 @@ Outcome run_preprocess(const std::vector<Arg>& args, const mtp::PreprocessAttrs&
   t.base_is_block_step = r.ptr<bool>("base_model_is_block_step");
   t.base_draft_tokens = r.ptr<int64_t>("base_model_draft_tokens");
   t.base_draft_cols = r.cols("base_model_draft_tokens");
+  t.recompute_token_num = nullptr;  // the rollback form
+  t.base_seq_lens_this_time = nullptr;
   r.all_used();
   Outcome o;
   o.result = mtp::preprocess_batch(t, a, r.rows("seq_lens_this_time"));

@@ -10,7 +10,7 @@ import pytest
 
 from fastdeploy_mtp import ops, reference
 from fastdeploy_mtp.registration import differences, read_registered
-from fastdeploy_mtp.signature import OPS
+from fastdeploy_mtp.signature import FORMS, OPS
 from helpers import preprocess_attrs, to_numpy, to_tensors
 from fastdeploy_mtp.harness import states
 
@@ -49,10 +49,14 @@ def test_check_command_exits_zero_and_lists_everything():
     r = subprocess.run([sys.executable, "-m", "fastdeploy_mtp", "check"], cwd=REPO,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    for sig in OPS.values():
-        assert f"{sig.name}: OK" in r.stdout
-        for pair in sig.inplace_map.items():
-            assert "%s -> %s" % pair in r.stdout
+    said = r.stdout.split("== the recompute form")
+    assert len(said) == 2 and "== the rollback form" in said[0], r.stdout
+    for form, out in zip(("rollback", "recompute"), said):
+        assert f"registration matches fastdeploy_mtp/signature.py (the {form} form)" in out
+        for sig in FORMS[form].values():
+            assert f"{sig.name}: OK" in out
+            for pair in sig.inplace_map.items():
+                assert "%s -> %s" % pair in out
 
 
 @pytest.mark.parametrize("name", sorted(OPS))
@@ -130,8 +134,8 @@ def test_check_command_fails_on_a_drifted_table(monkeypatch, capsys):
 
     sig = OPS["update_attn_mask_offsets"]
     drifted = dataclasses.replace(sig, inputs=sig.inputs[::-1])
-    monkeypatch.setattr(reg_mod, "OPS", {sig.name: drifted})
-    assert cli.main(["check"]) == 1
+    monkeypatch.setitem(reg_mod.FORMS, "rollback", {sig.name: drifted})
+    assert cli.main(["check", "--form", "rollback"]) == 1
     out = capsys.readouterr().out
     assert "update_attn_mask_offsets: DIFFERS" in out and "DIFFERENCE" in out
 
@@ -243,6 +247,8 @@ CPP_SIGNATURES = [
      "update_attn_mask_offsets", True),
     ("custom_ops/bench/bench_ops.cc", "#define PREPROCESS_PARAMS", "draft_model_preprocess", False),
     ("custom_ops/bench/bench_ops.cc", "#define MASK_PARAMS", "update_attn_mask_offsets", False),
+    ("custom_ops/draft_model_preprocess_op.cc", "void DraftModelPreprocessRecompute",
+     "recompute:draft_model_preprocess", True),
 ]
 
 
@@ -251,8 +257,10 @@ CPP_SIGNATURES = [
 def test_cpp_parameters_follow_table(path, opener, name, constness):
     """A binding's C++ parameters are the table's inputs then its attributes,
     in order, by name (an unnamed one is one the function does not read), and
-    exactly the written inputs are non-const references."""
-    sig = OPS[name]
+    exactly the inputs written in place are non-const references (a form's
+    undeclared written ones come by const reference, as Paddle passes them)."""
+    form, _, name = name.rpartition(":")
+    sig = FORMS[form or "rollback"][name]
     params = _cpp_params(_read(path), opener)
     tensors = [p for p in params if p[2] == "tensor"]
     attrs = [p for p in params if p[2] != "tensor"]
@@ -260,7 +268,7 @@ def test_cpp_parameters_follow_table(path, opener, name, constness):
     for (written, pname, _), t in zip(tensors, sig.inputs):
         assert pname in (None, t.name), (opener, pname, t.name)
         if constness:
-            assert written == t.written, (opener, t.name)
+            assert written == (t.name in sig.declared), (opener, t.name)
     assert [ty for _, _, ty in attrs] == [a.type.__name__ for a in sig.attrs], opener
     for (_, pname, _), a in zip(attrs, sig.attrs):
         assert pname in (None, a.name), (opener, pname, a.name)
@@ -292,7 +300,8 @@ def test_each_boundary_check_names_its_own_tensor(path):
     name = "draft_model_preprocess" if "preprocess" in path else "update_attn_mask_offsets"
     checked = re.findall(r"c\.\w+\((\w+), \"(\w+)\"", text)
     assert checked and all(var == said for var, said in checked), checked
-    assert {v for v, _ in checked} == set(OPS[name].input_names)
+    # Every form's inputs (the preprocess binding holds each form's).
+    assert {v for v, _ in checked} == {n for ops in FORMS.values() for n in ops[name].input_names}
 
 
 def test_the_wrappers_pass_the_tables_tensors_in_its_order():

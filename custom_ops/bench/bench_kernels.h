@@ -24,9 +24,9 @@ cudaError_t launch_baseline_preprocess(const mtp::PreprocessTensors& t,
                                        const mtp::PreprocessAttrs& a, int64_t bsz,
                                        bool* not_need_stop_device, cudaStream_t stream);
 
-// FastDeploy's update_attn_mask_offsets: the output zeroed (FastDeploy fills
-// it with a kernel of Paddle's; here one cudaMemsetAsync), then one block of
-// 512 threads, thread i on requests i, i + 512, ..., nothing checked. The
+// FastDeploy's update_attn_mask_offsets: the output zeroed by a fill kernel
+// shaped as Paddle's (paddle::full launches one), then one block of 512
+// threads, thread i on requests i, i + 512, ..., nothing checked. The
 // per-request work is ours (mtp_bookkeeping.h).
 cudaError_t launch_baseline_mask(const mtp::MaskTensors& t, int64_t bsz, cudaStream_t stream);
 

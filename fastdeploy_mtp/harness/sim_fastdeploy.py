@@ -12,6 +12,10 @@ Our ops driven the way FastDeploy's own MTP proposer (the December 2025 form,
 - a finished slot is never released: it keeps what the ops left in it until
   the next insert.
 
+``--form recompute`` drives FastDeploy's recompute form (22 tensors) with that
+version's presets: ``recompute_token_num`` starts at ``k - 1`` in every slot
+and only a decode-node insert writes it (0), with ``mask_rollback = 1``.
+
 It also counts every index FastDeploy's own kernels would write outside a row
 or a tensor on the states of the loop (a numpy model of their writes): the
 preprocess's ``pre_ids`` window and first-token column, and the draft update's
@@ -25,7 +29,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .. import ops
+from .. import forms, ops
 from ..buffers import SLOT_FIELDS, read, write
 from ..slots import Request
 
@@ -47,8 +51,9 @@ class OutsideWrites:
             self.first = msg
 
 
-def insert(proposer, requests: Iterable[Request]) -> None:
-    """FastDeploy's per-role insert, written into the proposer's buffers."""
+def insert(proposer, requests: Iterable[Request], recompute=None) -> None:
+    """FastDeploy's per-role insert, written into the proposer's buffers
+    (and, in the recompute form, into `recompute`: its recompute_token_num)."""
     cfg = proposer.config
     k = cfg.num_model_steps
     a = {n: read(proposer.state[n]) for n in SLOT_FIELDS}
@@ -69,7 +74,11 @@ def insert(proposer, requests: Iterable[Request]) -> None:
             a["seq_lens_this_time"][i] = cfg.draft_width + 1
             a["step_idx"][i] = 1
             a["draft_tokens"][i, 0] = int(r.draft_token)
-            a["mask_rollback"][i] = 1 - (k - 1)
+            a["mask_rollback"][i] = 1 - (k - 1) if recompute is None else 1
+            if recompute is not None:
+                counts = read(recompute)
+                counts[i] = 0
+                write(recompute, counts)
         else:
             a["seq_lens_encoder"][i] = n
             a["seq_lens_decoder"][i] = 0
@@ -109,12 +118,25 @@ def count_preprocess_writes(proposer, tally: OutsideWrites, where: str) -> None:
                 tally.note(f"{where}: slot {i}: pre_ids columns {cols.tolist()} of {P}")
 
 
-def prepare_inputs(proposer, tally: OutsideWrites, where: str) -> bool:
+def recompute_counts(proposer):
+    """The recompute form's recompute_token_num as FastDeploy allocates it:
+    k - 1 in every slot."""
+    import paddle
+
+    n, k = proposer.config.max_num_seqs, proposer.config.num_model_steps
+    return paddle.to_tensor(np.full(n, k - 1, np.int32), place=proposer.place)
+
+
+def prepare_inputs(proposer, tally: OutsideWrites, where: str, recompute=None) -> bool:
     """draft_model_preprocess as FastDeploy's proposer calls it (the prefill
     node passes k too), after counting what FastDeploy's kernel would write
-    outside a row on this state; returns not_need_stop."""
+    outside a row on this state; returns not_need_stop. With `recompute`
+    (recompute_counts) the recompute form's op."""
     count_preprocess_writes(proposer, tally, where)
     args = proposer.preprocess_arguments()
     args["num_model_step"] = proposer.config.num_model_steps
-    ops.draft_model_preprocess(**args)
+    if recompute is None:
+        ops.draft_model_preprocess(**args)
+    else:
+        forms.load("recompute").draft_model_preprocess(**args, recompute_token_num=recompute)
     return bool(proposer.state["not_need_stop"].numpy()[0])

@@ -83,7 +83,7 @@ class ScriptedBase:
         bad = np.nonzero(row == -1)[0]
         return int(bad[0]) if bad.size else row.shape[0]
 
-    def _accept(self, i: int, a: int) -> None:
+    def _accept(self, i: int, a: int, fed: int) -> None:
         a_ = self.a
         a_["accept_num"][i] = a
         a_["accept_tokens"][i] = 0
@@ -93,7 +93,9 @@ class ScriptedBase:
         self.slots[i].generated += a_["accept_tokens"][i, :a].tolist()
         a_["seq_lens_decoder"][i] += a
         a_["step_idx"][i] += a
-        a_["seq_lens_this_time"][i] = a
+        # The tokens the base model fed: the last token and the drafts verified
+        # (the recompute form bounds its recomputed tokens by it).
+        a_["seq_lens_this_time"][i] = fed
 
     def run(self) -> Dict[str, int]:
         """One base forward over every slot; returns counts for the step table."""
@@ -143,7 +145,8 @@ class ScriptedBase:
                 a_["seq_lens_this_time"][i] = 0
                 counts["blocked"] += 1
                 continue
-            self._accept(i, int(rng.integers(1, self._valid_drafts(i) + 2)))
+            drafts = self._valid_drafts(i)
+            self._accept(i, int(rng.integers(1, drafts + 2)), drafts + 1)
             counts["verified"] += 1
             if (a_["step_idx"][i] + s.decoded >= self.max_dec_len
                     or rng.random() < self.finish_prob):

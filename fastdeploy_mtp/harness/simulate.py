@@ -138,14 +138,18 @@ class FastDeployDraft(EagerDraft):
     """The ops called eagerly as FastDeploy's proposer calls them
     (``--runner fastdeploy``)."""
 
-    def __init__(self, proposer: MTPProposer, outside: sim_fastdeploy.OutsideWrites):
+    def __init__(self, proposer: MTPProposer, outside: sim_fastdeploy.OutsideWrites,
+                 form: str = "rollback"):
         super().__init__(proposer)
         self.outside, self.step = outside, 0
+        # The recompute form's recompute_token_num, FastDeploy's runner's own.
+        self.recompute = (sim_fastdeploy.recompute_counts(proposer) if form == "recompute"
+                          else None)
 
     def prepare_inputs(self) -> bool:
         where = f"step {self.step} {self.proposer.config.role}"
         self.step += 1
-        return sim_fastdeploy.prepare_inputs(self.proposer, self.outside, where)
+        return sim_fastdeploy.prepare_inputs(self.proposer, self.outside, where, self.recompute)
 
 
 @dataclass
@@ -184,7 +188,7 @@ def make_node(name, role, k, args, rng, legacy, outside=None) -> Node:
         runner = DraftRunner(args.batch, cfg.max_model_len, VOCAB, seed=0)
     # A substep feeds a request at most its prompt or k + 1 tokens.
     if outside is not None:
-        draft = FastDeployDraft(proposer, outside)
+        draft = FastDeployDraft(proposer, outside, getattr(args, "form", "rollback"))
     elif args.graphs:
         draft = CapturedDraft(proposer, args.batch * (args.max_prompt + k + 1))
     else:
@@ -276,7 +280,7 @@ def admit_new(node: Node, rng, args, handovers=None) -> List[int]:
     if not reqs:
         return []
     if node.fastdeploy:
-        sim_fastdeploy.insert(node.proposer, reqs)
+        sim_fastdeploy.insert(node.proposer, reqs, node.draft.recompute)
     else:
         node.proposer.insert(reqs)
     for k, r in enumerate(reqs):

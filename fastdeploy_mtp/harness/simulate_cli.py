@@ -37,6 +37,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "per-role inserts and presets (its decode node: step_idx 1, "
                         "seq_lens_decoder = prompt length, mask_rollback 1-(k-1); no release), "
                         "also counting what FastDeploy's kernels would write outside a row")
+    p.add_argument("--form", choices=["rollback", "recompute"], default="rollback",
+                   help="which of FastDeploy's forms of draft_model_preprocess runs: rollback "
+                        "(21 tensors, the default) or recompute (22, with "
+                        "recompute_token_num; FastDeploy's runner of that version: needs "
+                        "--runner fastdeploy)")
     p.add_argument("--draft-model", choices=["tiny"], default=None,
                    help="a real attention model as the draft, checked against a cache-free "
                         "recomputation at every forward (default: a scripted draft, no model)")
@@ -114,6 +119,9 @@ def validate(args) -> Optional[str]:
     if args.runner == "fastdeploy" and (args.graphs or args.without_fix):
         return "--runner fastdeploy replays FastDeploy's runner eagerly, with today's ops: " \
                "not with --graphs or --without-fix"
+    if args.form != "rollback" and args.runner != "fastdeploy":
+        return f"--form {args.form} is driven by FastDeploy's runner of that version: add " \
+               "--runner fastdeploy"
     if args.kv_scheduler == "v0" and (args.mode != "mixed" or args.runner != "ours"):
         return "--kv-scheduler v0 runs a mixed node with our runner (a dropped request is " \
                "prefilled again on the node that dropped it)"
@@ -168,12 +176,17 @@ def main(args) -> int:
     if problem:
         print(f"simulate: {problem}", file=sys.stderr)
         return 2
+    if args.form != "rollback":
+        from .. import ops
+
+        ops.load_library(args.form)  # before anything loads the default form
     behaviour = "WITHOUT the fix (old behaviour)" if args.without_fix else "with the fix"
     extra = ", ops on the GPU" if args.device == "gpu" else ""
     extra += ", replayed from CUDA graphs" if args.graphs else ""
     extra += f", draft model {args.draft_model}" if args.draft_model else ""
     extra += f", image prob {args.image_prob}" if args.image_prob else ""
     extra += ", FastDeploy's runner" if args.runner == "fastdeploy" else ""
+    extra += f", the {args.form} form" if args.form != "rollback" else ""
     extra += ", block steps drop requests (v0)" if args.kv_scheduler == "v0" else ""
     print(f"simulate: mode {args.mode}, num_model_steps {args.num_model_steps}, {args.steps} steps, "
           f"batch {args.batch}, seed {args.seed}, {behaviour}{extra}")

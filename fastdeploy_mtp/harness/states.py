@@ -124,6 +124,30 @@ def preprocess_state(
     return s
 
 
+def recompute_state(rng: np.random.Generator, bsz: int, *, num_model_step: int,
+                    **kwargs) -> State:
+    """A valid input of the recompute form's draft_model_preprocess
+    (preprocess_state's, with recompute_token_num after mask_rollback): a
+    request recomputes 0..k-1 tokens as FastDeploy's runner sets them, now
+    and then more or fewer, and the base model fed 0..k+2 tokens, so every
+    side of min(recompute_token_num, base_model_seq_lens_this_time - 2)
+    happens."""
+    k = num_model_step
+    base = preprocess_state(rng, bsz, num_model_step=k, **kwargs)
+    N = base["mask_rollback"].shape[0]
+    recompute = rng.integers(0, k, N).astype(np.int32)
+    odd = rng.random(N)
+    recompute[odd < 0.1] = rng.integers(k, k + 4, int((odd < 0.1).sum()))
+    recompute[odd > 0.95] = -1
+    base["base_model_seq_lens_this_time"] = rng.integers(0, k + 3, N).astype(np.int32)
+    out: State = {}
+    for name, value in base.items():
+        out[name] = value
+        if name == "mask_rollback":
+            out["recompute_token_num"] = recompute.reshape(value.shape[0], *value.shape[1:])
+    return out
+
+
 def repeatable_preprocess_state(rng: np.random.Generator, bsz: int, *,
                                 num_model_step: int) -> State:
     """A valid preprocess input that stays valid through many calls in a row

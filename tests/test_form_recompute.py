@@ -1,0 +1,303 @@
+"""FastDeploy's recompute form of draft_model_preprocess (22 tensors), in a
+process of its own: ``FASTDEPLOY_MTP_FORM=recompute python -m pytest
+tests/test_form_recompute.py``. The default run starts that process
+(test_forms.py), since a process registers one form's ops."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fastdeploy_mtp import forms, ops, reference
+from fastdeploy_mtp.harness import states
+from fastdeploy_mtp.registration import differences, read_registered
+from fastdeploy_mtp.signature import FORMS
+from helpers import DEVICES, assert_states_equal, to_numpy, to_tensors
+
+pytestmark = pytest.mark.skipif(
+    ops.process_form() != "recompute",
+    reason="the recompute form runs in a process of its own (test_forms.py starts it)")
+
+SIG = FORMS["recompute"]["draft_model_preprocess"]
+I32_MAX, I64_MAX = 2**31 - 1, 2**63 - 1
+
+
+def attrs_of(k, truncate=False, splitwise=False, v1=True):
+    return dict(num_model_step=k, truncate_first_token=truncate, splitwise_prefill=splitwise,
+                kvcache_scheduler_v1=v1)
+
+
+def run_op(state, attrs, device):
+    t = to_tensors(state, device)
+    forms.load("recompute").draft_model_preprocess(**t, **attrs)
+    return to_numpy(t)
+
+
+def run_ref(state, attrs):
+    s = {k: v.copy() for k, v in state.items()}
+    reference.draft_model_preprocess_recompute(**s, **attrs)
+    return s
+
+
+def decode_state(k=3, bsz=2):
+    """Two running decode requests with room to roll back."""
+    s = states.recompute_state(np.random.default_rng(3), bsz, num_model_step=k)
+    for i in range(bsz):
+        s["seq_lens_encoder"][i] = 0
+        s["stop_flags"][i] = False
+        s["batch_drop"][i] = False
+        s["base_model_stop_flags"][i] = False
+        s["base_model_is_block_step"][i] = False
+        s["is_block_step"][i] = False
+        s["accept_num"][i] = 1
+        s["base_model_step_idx"][i] = 5
+        s["seq_lens_decoder"][i] = 40
+        s["step_idx"][i] = 30
+        s["mask_rollback"][i] = 0
+    return s
+
+
+# ---------------------------------------------------------------------------
+# Registration and the positional call FastDeploy makes
+
+
+def test_registered_as_fastdeploy_registers_the_recompute_form():
+    lib = ops.load_library()
+    reg = read_registered("draft_model_preprocess")
+    assert differences(SIG, reg) == []
+    assert len(reg.inputs) == 22 and reg.inputs[12] == "recompute_token_num"
+    assert reg.outputs == ("draft_tokens_out", "input_ids_out", "stop_flags_out",
+                           "seq_lens_this_time_out", "seq_lens_encoder_out",
+                           "seq_lens_decoder_out", "step_idx_out", "not_need_stop_out",
+                           "batch_drop_out", "pre_ids_out")
+    assert lib is forms.load("recompute").library
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_the_raw_op_called_positionally_as_fastdeploy_does(device, k):
+    s = states.recompute_state(np.random.default_rng(k), 24, num_model_step=k)
+    attrs = attrs_of(k)
+    t = to_tensors(s, device)
+    ops.load_library().draft_model_preprocess(*[t[n] for n in SIG.input_names], k, False, False,
+                                               True)
+    assert_states_equal(to_numpy(t), run_ref(s, attrs), f"k={k}")
+
+
+def test_the_default_form_s_wrapper_says_which_to_call():
+    s = states.preprocess_state(np.random.default_rng(0), 2, num_model_step=2)
+    with pytest.raises(RuntimeError, match=r"forms.load\('recompute'\)"):
+        ops.draft_model_preprocess(**to_tensors(s), **attrs_of(2))
+
+
+def test_another_form_in_this_process_is_refused():
+    with pytest.raises(RuntimeError, match="process of its own"):
+        ops.load_library("rollback")
+    with pytest.raises(RuntimeError, match="process of its own"):
+        forms.load("rollback")
+
+
+# ---------------------------------------------------------------------------
+# The rules, case by case
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("recompute,base_n,r", [
+    (2, 5, 2),   # the base fed k+2 tokens: all k-1 recomputed
+    (2, 3, 1),   # the base fed 3: only 1
+    (2, 2, 0),   # the base fed 2 or fewer: none
+    (2, 0, 0),
+    (0, 5, 0),   # a decode node's first step: 0
+    (6, 5, 3),   # more asked than the base fed: base_n - 2
+    (-1, 5, -1),  # a negative count steps forward, as FastDeploy's min does
+])
+def test_a_decode_rolls_back_what_it_recomputes(device, recompute, base_n, r):
+    k = 3
+    s = decode_state(k)
+    s["recompute_token_num"][0] = recompute
+    s["base_model_seq_lens_this_time"][0] = base_n
+    s["mask_rollback"][0] = 4
+    got = run_op(s, attrs_of(k), device)
+    assert got["seq_lens_decoder"][0] == 40 - r
+    assert got["step_idx"][0] == 30 - r
+    assert got["mask_rollback"][0] == 4 + r
+    assert got["recompute_token_num"][0] == k - 1
+    assert_states_equal(got, run_ref(s, attrs_of(k)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_stopped_draft_resyncs_from_the_base_and_still_adds_r(device):
+    k = 4
+    s = decode_state(k)
+    s["stop_flags"][0] = True
+    s["recompute_token_num"][0] = 3
+    s["base_model_seq_lens_this_time"][0] = 4
+    s["base_model_seq_lens_decoder"][0] = 57
+    s["accept_num"][0] = 2
+    s["mask_rollback"][0] = 1
+    got = run_op(s, attrs_of(k), device)
+    assert got["seq_lens_decoder"][0] == 57 - 2
+    assert got["step_idx"][0] == 5 - 2
+    assert got["mask_rollback"][0] == 1 + 2  # r = min(3, 4 - 2), not the change of the length
+    assert got["recompute_token_num"][0] == k - 1
+    assert not got["stop_flags"][0]
+    assert_states_equal(got, run_ref(s, attrs_of(k)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("splitwise", [False, True])
+def test_a_prefill_keeps_mask_rollback_and_is_block_step(device, splitwise):
+    """FastDeploy's recompute form does not start a prefill's mask history
+    afresh (the rollback form does): a drop-in keeps its rules."""
+    k = 2
+    s = decode_state(k)
+    s["seq_lens_encoder"][0] = 5
+    s["mask_rollback"][0] = 7
+    s["is_block_step"][0] = True
+    s["recompute_token_num"][0] = 0
+    got = run_op(s, attrs_of(1 if splitwise else k, splitwise=splitwise), device)
+    assert got["mask_rollback"][0] == 7
+    assert got["is_block_step"][0]
+    assert got["recompute_token_num"][0] == 0
+    assert got["seq_lens_this_time"][0] == 6
+    assert_states_equal(got, run_ref(s, attrs_of(1 if splitwise else k, splitwise=splitwise)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_stop_leaves_mask_rollback_and_recompute_alone(device):
+    k = 3
+    s = decode_state(k)
+    s["base_model_stop_flags"][0] = True
+    s["mask_rollback"][0] = 5
+    s["recompute_token_num"][0] = 1
+    got = run_op(s, attrs_of(k), device)
+    assert got["mask_rollback"][0] == 5 and got["recompute_token_num"][0] == 1
+    assert got["seq_lens_decoder"][0] == 0 and got["stop_flags"][0]
+
+
+# ---------------------------------------------------------------------------
+# Against the reference, every branch and attribute
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+@pytest.mark.parametrize("truncate", [False, True])
+@pytest.mark.parametrize("splitwise", [False, True])
+@pytest.mark.parametrize("v1", [False, True])
+def test_matches_the_reference(device, k, truncate, splitwise, v1):
+    rng = np.random.default_rng(1000 * k + 100 * truncate + 10 * splitwise + v1)
+    for bsz in (1, 7, 64, 300):
+        s = states.recompute_state(rng, bsz, num_model_step=k, splitwise_prefill=splitwise,
+                                   truncate_first_token=truncate, extra_rows=2)
+        attrs = attrs_of(k, truncate, splitwise, v1)
+        assert_states_equal(run_op(s, attrs, device), run_ref(s, attrs), f"bsz={bsz}")
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 40), k=st.integers(1, 5),
+       v1=st.booleans(), truncate=st.booleans())
+def test_property_matches_the_reference(seed, bsz, k, v1, truncate):
+    rng = np.random.default_rng(seed)
+    s = states.recompute_state(rng, bsz, num_model_step=k, truncate_first_token=truncate,
+                               column_vectors=True)
+    attrs = attrs_of(k, truncate, False, v1)
+    assert_states_equal(run_op(s, attrs, "cpu"), run_ref(s, attrs))
+
+
+# ---------------------------------------------------------------------------
+# Refused, with nothing changed
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case,message", [
+    ("step_up", "draft_model_preprocess: request 1: step_idx: the new value step_idx - "
+                "recomputed tokens = 9223372036854775807 - -1 leaves the int64 range"),
+    ("step_down", "draft_model_preprocess: request 1: step_idx: the new value step_idx - "
+                  "recomputed tokens = -9223372036854775808 - 2 leaves the int64 range"),
+    ("rollback", "draft_model_preprocess: request 1: mask_rollback: 2147483647 + recomputed "
+                 "tokens 2 leaves the int32 range"),
+    ("decoder", "draft_model_preprocess: request 1: seq_lens_decoder: the new value "
+                "2147483648 leaves the int32 range (seq_lens_decoder = 2147483647, "
+                "base_model_seq_lens_decoder = 9, accept_num = 1)"),
+    ("recompute_dtype", "draft_model_preprocess: recompute_token_num must be int32, got int64"),
+])
+def test_refused_whole_and_unchanged(device, case, message):
+    k = 3
+    s = decode_state(k)
+    s["base_model_seq_lens_decoder"][1] = 9
+    s["base_model_seq_lens_this_time"][1] = 4
+    s["recompute_token_num"][1] = 2
+    if case == "step_up":
+        s["recompute_token_num"][1] = -1
+        s["step_idx"][1] = I64_MAX
+    elif case == "step_down":
+        s["step_idx"][1] = -(2**63)
+    elif case == "rollback":
+        s["mask_rollback"][1] = I32_MAX
+    elif case == "decoder":
+        s["recompute_token_num"][1] = -1
+        s["seq_lens_decoder"][1] = I32_MAX
+    else:
+        s["recompute_token_num"] = s["recompute_token_num"].astype(np.int64)
+    t = to_tensors(s, device)
+    with pytest.raises(ops.BadInputError) as e:
+        forms.load("recompute").draft_model_preprocess(**t, **attrs_of(k))
+    assert str(e.value).splitlines()[0].startswith(message), str(e.value)
+    assert_states_equal(to_numpy(t), s)
+    if case != "recompute_dtype":
+        with pytest.raises(ops.BadInputError):
+            run_ref(s, attrs_of(k))
+
+
+def test_the_mask_op_is_the_same_in_this_form():
+    s = states.mask_state(np.random.default_rng(4), 9)
+    want = {k: v.copy() for k, v in s.items()}
+    want_out = reference.update_attn_mask_offsets(**want)
+    t = to_tensors(s)
+    out = forms.load("recompute").update_attn_mask_offsets(**t)
+    np.testing.assert_array_equal(out.numpy(), want_out)
+    assert_states_equal(to_numpy(t), want)
+
+
+# ---------------------------------------------------------------------------
+# In the loop: FastDeploy's runner of this version, the tiny model and the oracle
+
+
+def run_loop(**kw):
+    from fastdeploy_mtp.harness import simulate
+    from helpers import sim_args
+
+    a = sim_args(**{"steps": 40, "batch": 6, "runner": "fastdeploy", "form": "recompute",
+                    "draft_model": "tiny", "image_prob": 0.5, "seed": 1, **kw})
+    return simulate.run(a, legacy=False, print_rows=False)
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_the_loop_is_exact_while_no_draft_stops_early_or_parks(k):
+    """Every decode takes the normal branch (no end token, no block step, no
+    draft at its length limit): seq_lens_decoder and the mask cursor both
+    roll back by r."""
+    t = run_loop(mode="mixed", num_model_steps=k, draft_eos_prob=0.0, block_prob=0.0,
+                 max_dec_len=400)
+    assert t.model.tokens > 200 and t.rolled_back > 20
+    assert t.violations == 0, t.first_violation
+    assert t.model.disagreements == 0, t.model.first
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+@pytest.mark.parametrize("cause", [dict(block_prob=0.0), dict(draft_eos_prob=0.0)])
+def test_a_resync_moves_the_cursor_by_r_not_by_the_positions(k, cause):
+    """A draft that stopped (an end token, its length limit) or was parked by
+    a block step re-syncs seq_lens_decoder from the base model, but the cursor rolls back
+    by r all the same: the mask ends drift from the KV positions."""
+    t = run_loop(mode="mixed", num_model_steps=k, **cause)
+    assert t.mask_violations > 0 and t.align_violations == 0, t.first_violation
+    assert t.model.disagreements > 0
+
+
+def test_fastdeploy_s_decode_node_preset_is_one_short_at_once():
+    """recompute_token_num = 0 and mask_rollback = 1 on a decode node: the
+    first decode's mask ends are one below their KV positions + 1."""
+    t = run_loop(mode="pd", num_model_steps=3, steps=4)
+    assert "step 0 decode substep 0" in t.first_violation, t.first_violation
+    assert t.model.disagreements > 0
