@@ -170,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--rounds", type=int, default=7, metavar="R",
                    help="interleaved rounds of every table (the median is shown)")
     g.add_argument("--graph-only", action="store_true", help="only the captured-step tables")
+    g.add_argument("--form", choices=["rollback", "recompute"], default="rollback",
+                   help="FastDeploy's form of draft_model_preprocess; another than rollback "
+                        "times its captured step against FastDeploy's launch of it")
     return parser
 
 

@@ -301,3 +301,14 @@ def test_fastdeploy_s_decode_node_preset_is_one_short_at_once():
     t = run_loop(mode="pd", num_model_steps=3, steps=4)
     assert "step 0 decode substep 0" in t.first_violation, t.first_violation
     assert t.model.disagreements > 0
+
+
+def test_a_prefill_that_keeps_a_parked_flag_skips_the_new_prompt_s_mask():
+    """k = 1 (r is 0, nothing to re-sync wrongly): only block steps, whose
+    parked flag a finished request leaves to the next prompt in the slot."""
+    parked = run_loop(mode="mixed", num_model_steps=1, draft_eos_prob=0.0, block_prob=0.2,
+                      finish_prob=0.1, steps=60)
+    assert parked.model.disagreements > 0
+    clean = run_loop(mode="mixed", num_model_steps=1, draft_eos_prob=0.0, block_prob=0.0,
+                     steps=60)
+    assert clean.model.disagreements == 0 and clean.violations == 0

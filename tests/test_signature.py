@@ -249,6 +249,8 @@ CPP_SIGNATURES = [
     ("custom_ops/bench/bench_ops.cc", "#define MASK_PARAMS", "update_attn_mask_offsets", False),
     ("custom_ops/draft_model_preprocess_op.cc", "void DraftModelPreprocessRecompute",
      "recompute:draft_model_preprocess", True),
+    ("custom_ops/bench/bench_ops.cc", "void BenchBaselinePreprocessRecompute",
+     "recompute:draft_model_preprocess", True),
 ]
 
 

@@ -33,6 +33,31 @@ void BenchEmpty(paddle::Tensor& x) {
   mtp::cuda_check(mtp_bench::launch_empty(x.stream()), "bench_empty", "launch");
 }
 
+namespace {
+
+// FastDeploy's launch of the checked-nothing kernel: the flag stays on the
+// device in a captured step, else goes there and back as Paddle copies.
+void run_baseline_preprocess(const mtp::PreprocessTensors& t, const mtp::PreprocessAttrs& a,
+                             const paddle::Tensor& seq_lens_this_time,
+                             paddle::Tensor& not_need_stop, const paddle::Tensor& draft_tokens) {
+  if (!not_need_stop.is_cpu()) {  // a captured step's form: the flag stays on the device
+    mtp::cuda_check(mtp_bench::launch_baseline_preprocess(t, a, seq_lens_this_time.shape()[0],
+                                                          not_need_stop.data<bool>(),
+                                                          draft_tokens.stream()),
+                    "bench_baseline_preprocess", "launch");
+    return;
+  }
+  // As FastDeploy does: the host flag goes to the device and back as Paddle copies.
+  paddle::Tensor flag = not_need_stop.copy_to(draft_tokens.place(), false);
+  mtp::cuda_check(mtp_bench::launch_baseline_preprocess(t, a, seq_lens_this_time.shape()[0],
+                                                        flag.data<bool>(), draft_tokens.stream()),
+                  "bench_baseline_preprocess", "launch");
+  paddle::Tensor back = flag.copy_to(paddle::CPUPlace(), true);
+  *not_need_stop.data<bool>() = back.data<bool>()[0];
+}
+
+}  // namespace
+
 void BenchBaselinePreprocess(
     paddle::Tensor& draft_tokens, paddle::Tensor& input_ids, paddle::Tensor& stop_flags,
     paddle::Tensor& seq_lens_this_time, paddle::Tensor& seq_lens_encoder,
@@ -51,20 +76,37 @@ void BenchBaselinePreprocess(
       base_model_stop_flags, base_model_is_block_step, base_model_draft_tokens);
   const mtp::PreprocessAttrs a{num_model_step, truncate_first_token, splitwise_prefill,
                                kvcache_scheduler_v1};
-  if (!not_need_stop.is_cpu()) {  // a captured step's form: the flag stays on the device
-    mtp::cuda_check(mtp_bench::launch_baseline_preprocess(t, a, seq_lens_this_time.shape()[0],
-                                                          not_need_stop.data<bool>(),
-                                                          draft_tokens.stream()),
-                    "bench_baseline_preprocess", "launch");
-    return;
-  }
-  // As FastDeploy does: the host flag goes to the device and back as Paddle copies.
-  paddle::Tensor flag = not_need_stop.copy_to(draft_tokens.place(), false);
-  mtp::cuda_check(mtp_bench::launch_baseline_preprocess(t, a, seq_lens_this_time.shape()[0],
-                                                        flag.data<bool>(), draft_tokens.stream()),
-                  "bench_baseline_preprocess", "launch");
-  paddle::Tensor back = flag.copy_to(paddle::CPUPlace(), true);
-  *not_need_stop.data<bool>() = back.data<bool>()[0];
+  run_baseline_preprocess(t, a, seq_lens_this_time, not_need_stop, draft_tokens);
+}
+
+// The recompute form's: FastDeploy's undeclared written tensors come by const
+// reference, as in the op's binding.
+void BenchBaselinePreprocessRecompute(
+    paddle::Tensor& draft_tokens, paddle::Tensor& input_ids, paddle::Tensor& stop_flags,
+    paddle::Tensor& seq_lens_this_time, paddle::Tensor& seq_lens_encoder,
+    paddle::Tensor& seq_lens_decoder, paddle::Tensor& step_idx, paddle::Tensor& not_need_stop,
+    const paddle::Tensor& is_block_step, paddle::Tensor& batch_drop, paddle::Tensor& pre_ids,
+    const paddle::Tensor& mask_rollback, const paddle::Tensor& recompute_token_num,
+    const paddle::Tensor& accept_tokens, const paddle::Tensor& accept_num,
+    const paddle::Tensor& base_model_seq_lens_this_time, const paddle::Tensor&,
+    const paddle::Tensor& base_model_seq_lens_decoder, const paddle::Tensor& base_model_step_idx,
+    const paddle::Tensor& base_model_stop_flags, const paddle::Tensor& base_model_is_block_step,
+    const paddle::Tensor& base_model_draft_tokens, int num_model_step, bool truncate_first_token,
+    bool splitwise_prefill, bool kvcache_scheduler_v1) {
+  auto written = [](const paddle::Tensor& x) -> paddle::Tensor& {
+    return const_cast<paddle::Tensor&>(x);
+  };
+  const mtp::PreprocessTensors t = mtp::with_recompute(
+      mtp::preprocess_views(draft_tokens, input_ids, stop_flags, seq_lens_this_time,
+                            seq_lens_encoder, seq_lens_decoder, step_idx, written(is_block_step),
+                            batch_drop, pre_ids, written(mask_rollback), accept_tokens,
+                            accept_num, base_model_seq_lens_decoder, base_model_step_idx,
+                            base_model_stop_flags, base_model_is_block_step,
+                            written(base_model_draft_tokens)),
+      recompute_token_num, base_model_seq_lens_this_time);
+  const mtp::PreprocessAttrs a{num_model_step, truncate_first_token, splitwise_prefill,
+                               kvcache_scheduler_v1};
+  run_baseline_preprocess(t, a, seq_lens_this_time, not_need_stop, draft_tokens);
 }
 
 // Adds 1 to every element of the int32 tensor x, late (launch_late_bump).
@@ -197,6 +239,12 @@ PD_BUILD_OP(bench_baseline_preprocess)
     .Attrs(PREPROCESS_ATTRS)
     .SetInplaceMap(PREPROCESS_INPLACE)
     .SetKernelFn(PD_KERNEL(BenchBaselinePreprocess));
+PD_BUILD_OP(bench_baseline_preprocess_recompute)
+    .Inputs({MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_INPUTS})
+    .Outputs({MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_OUTPUTS})
+    .Attrs({MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_ATTRS})
+    .SetInplaceMap({MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_INPLACE})
+    .SetKernelFn(PD_KERNEL(BenchBaselinePreprocessRecompute));
 PD_BUILD_OP(bench_floor_preprocess)
     .Inputs(PREPROCESS_INPUTS)
     .Outputs(PREPROCESS_OUTPUTS)

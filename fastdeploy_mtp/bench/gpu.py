@@ -103,11 +103,13 @@ def _check_floor_signatures() -> None:
     """The floors must cost what the ops' signatures cost: Paddle's dispatch of
     in-place outputs alone is several microseconds. Compared with the table."""
     from ..registration import differences, read_registered
-    from ..signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
+    from ..signature import DRAFT_MODEL_PREPROCESS, FORMS, UPDATE_ATTN_MASK_OFFSETS
 
     pairs = [(DRAFT_MODEL_PREPROCESS, n) for n in
              ("bench_floor_preprocess", "bench_empty_preprocess", "bench_baseline_preprocess",
               "bench_agreement_preprocess")]
+    pairs.append((FORMS["recompute"]["draft_model_preprocess"],
+                  "bench_baseline_preprocess_recompute"))
     pairs += [(UPDATE_ATTN_MASK_OFFSETS, n) for n in
               ("bench_floor_mask", "bench_empty_mask", "bench_agreement_mask",
                "bench_baseline_mask")]
@@ -117,8 +119,13 @@ def _check_floor_signatures() -> None:
         raise RuntimeError("benchmark ops differ from the ops' signatures:\n" + "\n".join(problems))
 
 
-def _baseline_correct(lib, s, attrs, place) -> bool:
+def _baseline_correct(lib, s, attrs, place, form: str = "rollback") -> bool:
     t = tensors(s, place)
+    if form == "recompute":
+        lib.bench_baseline_preprocess_recompute(*t.values(), *attrs.values())
+        want = states.copy_state(s)
+        reference.draft_model_preprocess_recompute(**want, **attrs)
+        return all(np.array_equal(t[n].numpy(), want[n]) for n in s)
     lib.bench_baseline_preprocess(*t.values(), *attrs.values())
     want = states.copy_state(s)
     reference.draft_model_preprocess(**want, **attrs)
@@ -232,7 +239,7 @@ def _baseline_mask_correct(lib, m, place) -> bool:
 
 
 def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50, rounds: int = 5,
-                print_fn=print, mask_cols=None, widen=None) -> None:
+                print_fn=print, mask_cols=None, widen=None, form: str = "rollback") -> None:
     """One captured step (preprocess with not_need_stop on the GPU, then
     MASK_CALLS mask calls) against a captured graph of as many empty kernels,
     against the same launches with kernels that only agree (the floor the
@@ -242,7 +249,9 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
     skips every request past 511: "FastDeploy-shaped correct").
     `mask_cols`: attn_mask_offsets_full's columns, which bound a prompt's
     tokens (states.mask_state's short default unless given); `widen`: then
-    give attn_mask_offsets_full that many columns, the prompts as drawn."""
+    give attn_mask_offsets_full that many columns, the prompts as drawn.
+    `form`: FastDeploy's form of draft_model_preprocess (the process must
+    have loaded it), against FastDeploy's launch of that form."""
     import paddle
     from paddle.device.cuda import graphs
 
@@ -258,6 +267,16 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
                "the short prompts of states.mask_state")
     if widen:
         prompts += f", attn_mask_offsets_full {widen} columns wide"
+    if form != "rollback":
+        prompts += f", the {form} form"
+    from .. import forms
+
+    ours_preprocess = (ops.draft_model_preprocess if form == "rollback"
+                       else forms.load(form).draft_model_preprocess)
+    shaped_preprocess = (lib.bench_baseline_preprocess if form == "rollback"
+                         else getattr(lib, f"bench_baseline_preprocess_{form}"))
+    repeatable = (states.repeatable_preprocess_state if form == "rollback"
+                  else states.repeatable_recompute_state)
     print_fn(f"captured step (CUDA graph replay): draft_model_preprocess + {MASK_CALLS} x "
              f"update_attn_mask_offsets, {prompts}, per step (us); {steps_in_graph} steps a "
              f"graph, medians of {rounds} rounds of {replays} replays")
@@ -266,29 +285,33 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
              "| step / FastDeploy-shaped | FastDeploy-shaped correct |")
     print_fn("|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---|")
     for bsz in bsz_list:
-        s = states.repeatable_preprocess_state(rng, bsz, num_model_step=K)
+        s = repeatable(rng, bsz, num_model_step=K)
         m = states.mask_state(rng, bsz, mask_cols=mask_cols)
         if widen:
             m = states.widen_mask_full(m, widen)
         tokens = m["ids_remove_padding"].shape[0]
         pre, mask = tensors(s, place, True), tensors(m, place)
-        ops.draft_model_preprocess(**pre, **attrs)  # warm-up: error record, grid scratch
+        # The agreeing launches take the rollback form's tensors (they only agree).
+        rollback_pre = {n: t for n, t in pre.items() if n != "recompute_token_num"}
+        ours_preprocess(**pre, **attrs)  # warm-up: error record, grid scratch
         with _Env({"FASTDEPLOY_MTP_ASYNC_MASK": "1"}):
             ops.update_attn_mask_offsets(**mask)
         ops.raise_pending_errors(probe)
-        agreeing = lambda: (lib.bench_agreement_preprocess(*pre.values(), *attrs.values()),  # noqa: E731
+        agreeing = lambda: (lib.bench_agreement_preprocess(*rollback_pre.values(),  # noqa: E731
+                                                           *attrs.values()),
                             [lib.bench_agreement_mask(*mask.values()) for _ in range(MASK_CALLS)])
         agreeing()  # warm-up: the agreement launches' scratch
         shaped_pre, shaped_mask = tensors(s, place, True), tensors(m, place)
         fastdeploy = lambda: (  # noqa: E731
-            lib.bench_baseline_preprocess(*shaped_pre.values(), *attrs.values()),
+            shaped_preprocess(*shaped_pre.values(), *attrs.values()),
             [lib.bench_baseline_mask(*shaped_mask.values()) for _ in range(MASK_CALLS)])
-        correct = _baseline_mask_correct(lib, m, place) and _baseline_correct(lib, s, attrs, place)
+        correct = (_baseline_mask_correct(lib, m, place)
+                   and _baseline_correct(lib, s, attrs, place, form))
         ours, empty, floor = graphs.CUDAGraph(), graphs.CUDAGraph(), graphs.CUDAGraph()
         shaped = graphs.CUDAGraph()
         ours.capture_begin()
         for _ in range(steps_in_graph):
-            ops.draft_model_preprocess(**pre, **attrs)
+            ours_preprocess(**pre, **attrs)
             for _ in range(MASK_CALLS):
                 ops.update_attn_mask_offsets(**mask)
         ours.capture_end()
@@ -326,6 +349,11 @@ def main(args) -> int:
     if problem:
         print(f"{problem}. `bench --device cpu` times the CPU path", file=sys.stderr)
         return 2
+    if args.form != "rollback":
+        # The other form's process: its captured step against FastDeploy's launch of it.
+        ops.load_library(args.form)
+        graph_table(args.bsz or GRAPH_BSZ, rounds=args.rounds, form=args.form)
+        return 0
     if not args.graph_only:
         run(args.bsz or CALL_BSZ, args.calls, args.rounds)
     graph_table(args.bsz or GRAPH_BSZ, rounds=args.rounds)

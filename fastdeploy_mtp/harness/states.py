@@ -291,3 +291,21 @@ def prefill_chunks_state(rng: np.random.Generator, bsz: int, *, prefills: int, c
 
 def copy_state(s: State) -> State:
     return {k: v.copy() for k, v in s.items()}
+
+
+def repeatable_recompute_state(rng: np.random.Generator, bsz: int, *,
+                               num_model_step: int) -> State:
+    """repeatable_preprocess_state for the recompute form: every decode
+    recomputes k - 1 tokens (recompute_token_num k - 1, the base model fed
+    k + 1), as a steady decode of FastDeploy's runner does."""
+    k = num_model_step
+    base = repeatable_preprocess_state(rng, bsz, num_model_step=k)
+    N = base["mask_rollback"].shape[0]
+    base["base_model_seq_lens_this_time"] = np.full(N, k + 1, np.int32)
+    out: State = {}
+    for name, value in base.items():
+        out[name] = value
+        if name == "mask_rollback":
+            out["recompute_token_num"] = np.full(N, k - 1, np.int32)
+    return out
+
