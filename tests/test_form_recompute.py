@@ -312,3 +312,37 @@ def test_a_prefill_that_keeps_a_parked_flag_skips_the_new_prompt_s_mask():
     clean = run_loop(mode="mixed", num_model_steps=1, draft_eos_prob=0.0, block_prob=0.0,
                      steps=60)
     assert clean.model.disagreements == 0 and clean.violations == 0
+
+
+# ---------------------------------------------------------------------------
+# Hostile arguments of the form's own tensor
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", ["none", "overlap", "grad", "short", "base_dtype"])
+def test_recompute_token_num_hostile_arguments_are_refused_unchanged(device, case):
+    k = 2
+    s = decode_state(k, bsz=3)
+    t = to_tensors(s, device)
+    if case == "none":
+        t["recompute_token_num"] = None
+        words = "recompute_token_num"
+    elif case == "overlap":
+        t["recompute_token_num"] = t["mask_rollback"]  # one tensor passed twice
+        words = "overlap"
+    elif case == "grad":
+        t["recompute_token_num"].stop_gradient = False
+        words = "requires grad"
+    elif case == "short":
+        t["recompute_token_num"] = to_tensors({"x": s["recompute_token_num"][:2]}, device)["x"]
+        words = "recompute_token_num"
+    else:
+        t["base_model_seq_lens_this_time"] = to_tensors(
+            {"x": s["base_model_seq_lens_this_time"].astype(np.int64)}, device)["x"]
+        words = "base_model_seq_lens_this_time must be int32"
+    before = {n: (v.numpy().copy() if v is not None else None) for n, v in t.items()}
+    with pytest.raises(ops.BadInputError, match=words):
+        forms.load("recompute").draft_model_preprocess(**t, **attrs_of(k))
+    for n, v in t.items():
+        if v is not None and before[n] is not None:
+            np.testing.assert_array_equal(v.numpy(), before[n], err_msg=n)
