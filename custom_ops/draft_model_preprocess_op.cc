@@ -175,17 +175,12 @@ void DraftModelPreprocessRecompute(
                base_model_seq_lens_this_time, base_model_seq_lens_encoder,
                base_model_seq_lens_decoder, base_model_step_idx, base_model_stop_flags,
                base_model_is_block_step, base_model_draft_tokens);
-  auto written = [](const paddle::Tensor& x) -> paddle::Tensor& {
-    return const_cast<paddle::Tensor&>(x);
-  };
-  const mtp::PreprocessTensors t = mtp::with_recompute(
-      mtp::preprocess_views(draft_tokens, input_ids, stop_flags, seq_lens_this_time,
-                            seq_lens_encoder, seq_lens_decoder, step_idx, written(is_block_step),
-                            batch_drop, pre_ids, written(mask_rollback), accept_tokens,
-                            accept_num, base_model_seq_lens_decoder, base_model_step_idx,
-                            base_model_stop_flags, base_model_is_block_step,
-                            written(base_model_draft_tokens)),
-      recompute_token_num, base_model_seq_lens_this_time);
+  const mtp::PreprocessTensors t = mtp::recompute_views(
+      draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
+      seq_lens_decoder, step_idx, is_block_step, batch_drop, pre_ids, mask_rollback,
+      recompute_token_num, accept_tokens, accept_num, base_model_seq_lens_this_time,
+      base_model_seq_lens_decoder, base_model_step_idx, base_model_stop_flags,
+      base_model_is_block_step, base_model_draft_tokens);
   run(c, t, {num_model_step, truncate_first_token, splitwise_prefill, kvcache_scheduler_v1}, bsz,
       not_need_stop, draft_tokens);
 }

@@ -163,7 +163,7 @@ struct PreprocessTensors {
   const bool* base_is_block_step;
   int64_t* base_draft_tokens;    int64_t base_draft_cols;
   // The recompute form only (FastDeploy's 22-tensor op); null in the
-  // mask-rollback form, which never reads the base model's this-time lengths.
+  // rollback form, which never reads the base model's this-time lengths.
   int32_t* recompute_token_num;
   const int32_t* base_seq_lens_this_time;
 };
@@ -338,6 +338,16 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const Preproce
   // Decode (E == 0; a negative E is refused by check_preprocess).
   if (a.kvcache_scheduler_v1 && !base_block && p.is_block_step) p.is_block_step = false;
   const int32_t acc = r.accept_num;
+  // FastDeploy's recompute form: a decode rolls back only the tokens it
+  // recomputes, n = min(recompute_token_num, max(base_model_seq_lens_this_time
+  // - 2, 0)), adds n (not the change of seq_lens_decoder) to mask_rollback on
+  // either branch, and the next step recomputes num_model_step - 1.
+  if (p.recompute) {
+    const int32_t limit = r.base_this_time > 2 ? r.base_this_time - 2 : 0;
+    p.recomputed = r.recompute < limit ? r.recompute : limit;
+    p.write_recompute = true;
+    p.next_recompute = a.num_model_step - 1;
+  }
   // 32-bit operands in 64-bit arithmetic: these cannot wrap.
   if (p.stop_flag) {
     // The draft stopped while the base model went on: re-sync from the base.
@@ -345,26 +355,13 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const Preproce
     p.decoder = (int64_t)r.base_decoder - acc;
     p.step_from = r.base_step_idx;
     p.step_minus = acc;
-  } else if (!p.recompute) {
+  } else if (p.recompute) {
+    p.decoder = (int64_t)S - p.recomputed;
+    p.step_minus = p.recomputed;
+  } else {
     // Roll back the positions the extra substeps wrote.
     p.decoder = (int64_t)S - (a.num_model_step - 1);
     p.step_minus = (int64_t)a.num_model_step - 1;
-  }
-  if (p.recompute) {
-    // FastDeploy's recompute form: the draft re-feeds only the tokens it
-    // recomputes, n = min(recompute_token_num, max(base_model_seq_lens_this_time
-    // - 2, 0)). The normal branch rolls back by n, both branches add n (not the
-    // change of seq_lens_decoder) to mask_rollback, and the next step
-    // recomputes num_model_step - 1.
-    const int32_t limit = r.base_this_time > 2 ? r.base_this_time - 2 : 0;
-    const int32_t n = r.recompute < limit ? r.recompute : limit;
-    if (!r.stop_flag) {
-      p.decoder = (int64_t)S - n;
-      p.step_minus = n;
-    }
-    p.recomputed = n;
-    p.write_recompute = true;
-    p.next_recompute = a.num_model_step - 1;
   }
   p.accepted = acc;
   p.pre_ids_end = r.base_step_idx;

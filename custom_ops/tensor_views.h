@@ -46,12 +46,30 @@ inline PreprocessTensors preprocess_views(
   return t;
 }
 
-// The recompute form's views: the rollback form's and its two more tensors.
-// FastDeploy registers recompute_token_num as a plain input and writes it
-// all the same, so Paddle hands it over by const reference.
-inline PreprocessTensors with_recompute(PreprocessTensors t,
-                                        const paddle::Tensor& recompute_token_num,
-                                        const paddle::Tensor& base_model_seq_lens_this_time) {
+// The recompute form's views, its tensors in its order. FastDeploy registers
+// is_block_step, mask_rollback, recompute_token_num and base_model_draft_tokens
+// as plain inputs and writes them all the same, so Paddle hands them over by
+// const reference; they are written through these views.
+inline PreprocessTensors recompute_views(
+    paddle::Tensor& draft_tokens, paddle::Tensor& input_ids, paddle::Tensor& stop_flags,
+    paddle::Tensor& seq_lens_this_time, paddle::Tensor& seq_lens_encoder,
+    paddle::Tensor& seq_lens_decoder, paddle::Tensor& step_idx,
+    const paddle::Tensor& is_block_step, paddle::Tensor& batch_drop, paddle::Tensor& pre_ids,
+    const paddle::Tensor& mask_rollback, const paddle::Tensor& recompute_token_num,
+    const paddle::Tensor& accept_tokens, const paddle::Tensor& accept_num,
+    const paddle::Tensor& base_model_seq_lens_this_time,
+    const paddle::Tensor& base_model_seq_lens_decoder, const paddle::Tensor& base_model_step_idx,
+    const paddle::Tensor& base_model_stop_flags, const paddle::Tensor& base_model_is_block_step,
+    const paddle::Tensor& base_model_draft_tokens) {
+  auto written = [](const paddle::Tensor& x) -> paddle::Tensor& {
+    return const_cast<paddle::Tensor&>(x);
+  };
+  PreprocessTensors t = preprocess_views(
+      draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
+      seq_lens_decoder, step_idx, written(is_block_step), batch_drop, pre_ids,
+      written(mask_rollback), accept_tokens, accept_num, base_model_seq_lens_decoder,
+      base_model_step_idx, base_model_stop_flags, base_model_is_block_step,
+      written(base_model_draft_tokens));
   t.recompute_token_num = const_cast<int32_t*>(recompute_token_num.data<int32_t>());
   t.base_seq_lens_this_time = base_model_seq_lens_this_time.data<int32_t>();
   return t;

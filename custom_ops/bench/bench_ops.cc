@@ -93,17 +93,12 @@ void BenchBaselinePreprocessRecompute(
     const paddle::Tensor& base_model_stop_flags, const paddle::Tensor& base_model_is_block_step,
     const paddle::Tensor& base_model_draft_tokens, int num_model_step, bool truncate_first_token,
     bool splitwise_prefill, bool kvcache_scheduler_v1) {
-  auto written = [](const paddle::Tensor& x) -> paddle::Tensor& {
-    return const_cast<paddle::Tensor&>(x);
-  };
-  const mtp::PreprocessTensors t = mtp::with_recompute(
-      mtp::preprocess_views(draft_tokens, input_ids, stop_flags, seq_lens_this_time,
-                            seq_lens_encoder, seq_lens_decoder, step_idx, written(is_block_step),
-                            batch_drop, pre_ids, written(mask_rollback), accept_tokens,
-                            accept_num, base_model_seq_lens_decoder, base_model_step_idx,
-                            base_model_stop_flags, base_model_is_block_step,
-                            written(base_model_draft_tokens)),
-      recompute_token_num, base_model_seq_lens_this_time);
+  const mtp::PreprocessTensors t = mtp::recompute_views(
+      draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
+      seq_lens_decoder, step_idx, is_block_step, batch_drop, pre_ids, mask_rollback,
+      recompute_token_num, accept_tokens, accept_num, base_model_seq_lens_this_time,
+      base_model_seq_lens_decoder, base_model_step_idx, base_model_stop_flags,
+      base_model_is_block_step, base_model_draft_tokens);
   const mtp::PreprocessAttrs a{num_model_step, truncate_first_token, splitwise_prefill,
                                kvcache_scheduler_v1};
   run_baseline_preprocess(t, a, seq_lens_this_time, not_need_stop, draft_tokens);
