@@ -21,7 +21,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import ops
+from . import _build, ops
 from .signature import DEFAULT_FORM, FORMS, OpSignature, argument_help
 
 
@@ -72,9 +72,7 @@ class FormOps:
 def load(form: str = DEFAULT_FORM) -> FormOps:
     """`form`'s ops, its library loaded (built the first time). Raises if this
     process already registered another form's."""
-    if form not in FORMS:
-        raise ValueError(f"unknown form {form!r}: FastDeploy's forms here are "
-                         + ", ".join(FORMS))
+    _build.check_form(form)
     ops.load_library(form)
     table = FORMS[form]
     return FormOps(form, **{name: _wrapper(sig) for name, sig in table.items()})

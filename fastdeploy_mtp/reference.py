@@ -39,16 +39,61 @@ def draft_model_preprocess(
     base_model_stop_flags, base_model_is_block_step, base_model_draft_tokens,
     num_model_step, truncate_first_token, splitwise_prefill, kvcache_scheduler_v1,
 ) -> None:
+    """The rollback form (21 tensors, the default)."""
+    _preprocess(draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
+                seq_lens_decoder, step_idx, not_need_stop, is_block_step, batch_drop, pre_ids,
+                mask_rollback, None, accept_tokens, accept_num, base_model_seq_lens_this_time,
+                base_model_seq_lens_decoder, base_model_step_idx, base_model_stop_flags,
+                base_model_is_block_step, base_model_draft_tokens, num_model_step,
+                truncate_first_token, splitwise_prefill, kvcache_scheduler_v1)
+
+
+def draft_model_preprocess_recompute(
+    draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
+    seq_lens_decoder, step_idx, not_need_stop, is_block_step, batch_drop, pre_ids,
+    mask_rollback, recompute_token_num, accept_tokens, accept_num,
+    base_model_seq_lens_this_time, base_model_seq_lens_encoder, base_model_seq_lens_decoder,
+    base_model_step_idx, base_model_stop_flags, base_model_is_block_step,
+    base_model_draft_tokens, num_model_step, truncate_first_token, splitwise_prefill,
+    kvcache_scheduler_v1,
+) -> None:
+    """FastDeploy's recompute form (22 tensors; docs/contract.md, "FastDeploy's
+    recompute form"): a running decode recomputes r = min(recompute_token_num,
+    max(base_model_seq_lens_this_time - 2, 0)) tokens. Its normal branch rolls
+    seq_lens_decoder and step_idx back by r, its re-sync branch takes them from
+    the base model less accept_num, both add r to mask_rollback and set
+    recompute_token_num to num_model_step - 1. Nothing else touches
+    mask_rollback; a prefill keeps is_block_step."""
+    _preprocess(draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
+                seq_lens_decoder, step_idx, not_need_stop, is_block_step, batch_drop, pre_ids,
+                mask_rollback, recompute_token_num, accept_tokens, accept_num,
+                base_model_seq_lens_this_time, base_model_seq_lens_decoder,
+                base_model_step_idx, base_model_stop_flags, base_model_is_block_step,
+                base_model_draft_tokens, num_model_step, truncate_first_token,
+                splitwise_prefill, kvcache_scheduler_v1)
+
+
+def _preprocess(
+    draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
+    seq_lens_decoder, step_idx, not_need_stop, is_block_step, batch_drop, pre_ids,
+    mask_rollback, recompute_token_num, accept_tokens, accept_num,
+    base_model_seq_lens_this_time, base_model_seq_lens_decoder, base_model_step_idx,
+    base_model_stop_flags, base_model_is_block_step, base_model_draft_tokens,
+    num_model_step, truncate_first_token, splitwise_prefill, kvcache_scheduler_v1,
+) -> None:
+    """Both forms; recompute_token_num None is the rollback form."""
     op = "draft_model_preprocess"
     if num_model_step < 1:
         raise BadInputError(f"{op}: num_model_step must be >= 1, got {num_model_step}")
     k = int(num_model_step)
+    recompute_form = recompute_token_num is not None
     stop, this_time, enc, dec, step = map(
         _vec, (stop_flags, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, step_idx))
     block, drop, rollback, acc_num = map(_vec, (is_block_step, batch_drop, mask_rollback, accept_num))
-    base_dec, base_step, base_stop, base_block = map(
-        _vec, (base_model_seq_lens_decoder, base_model_step_idx, base_model_stop_flags,
-               base_model_is_block_step))
+    base_n, base_dec, base_step, base_stop, base_block = map(
+        _vec, (base_model_seq_lens_this_time, base_model_seq_lens_decoder, base_model_step_idx,
+               base_model_stop_flags, base_model_is_block_step))
+    recompute = _vec(recompute_token_num) if recompute_form else None
     bsz = this_time.shape[0]
     L, D, P, A = input_ids.shape[1], draft_tokens.shape[1], pre_ids.shape[1], accept_tokens.shape[1]
 
@@ -63,7 +108,6 @@ def draft_model_preprocess(
 
     for i in range(bsz):
         E, S = int(enc[i]), int(dec[i])
-        running = prefill = False
         parked = dropped = False
         if splitwise_prefill:
             running = prefill = E > 0
@@ -81,9 +125,9 @@ def draft_model_preprocess(
                 raise _bad(op, i, "input_ids", f"first token column {col} >= {L} columns")
             if not splitwise_prefill and P < 1:
                 raise _bad(op, i, "pre_ids", f"has {P} columns, no column 0")
-            # A prefill starts a new mask history: a rollback left in the
-            # slot by an earlier request is dropped, so the new one is 0 and
-            # needs no check.
+            # The rollback form's prefill starts a new mask history: a rollback
+            # left in the slot by an earlier request is dropped, so the new one
+            # is 0 and needs no check. The recompute form's keeps it.
             plan["col"] = col
         elif running:
             a = int(acc_num[i])
@@ -94,18 +138,24 @@ def draft_model_preprocess(
             first = int(base_step[i]) - a
             if a > 0 and not (0 <= first and first + a <= P):
                 raise _bad(op, i, "pre_ids", f"[{first}, {first + a}) outside [0, {P})")
+            # The tokens a normal decode rolls back: k - 1, or the recompute form's r.
+            back = (min(int(recompute[i]), max(int(base_n[i]) - 2, 0)) if recompute_form
+                    else k - 1)
             if stop[i]:
                 new_S, new_step = int(base_dec[i]) - a, int(base_step[i]) - a
             else:
-                new_S, new_step = S - (k - 1), int(step[i]) - (k - 1)
+                new_S, new_step = S - back, int(step[i]) - back
             # Only representable: a negative new length or step is written as it is.
             if not INT32_MIN <= new_S <= INT32_MAX:
                 raise _bad(op, i, "seq_lens_decoder", f"new value {new_S} leaves int32")
-            if new_step < INT64_MIN:
+            if not INT64_MIN <= new_step <= INT64_MAX:
                 raise _bad(op, i, "step_idx", f"new value {new_step} leaves int64")
-            check_rollback(i, new_S)
-            plan.update(a=a, first=first, new_S=new_S, new_step=new_step)
-        else:
+            if not recompute_form:
+                check_rollback(i, new_S)
+            elif not INT32_MIN <= int(rollback[i]) + back <= INT32_MAX:
+                raise _bad(op, i, "mask_rollback", f"{int(rollback[i])} + {back} leaves int32")
+            plan.update(a=a, first=first, new_S=new_S, new_step=new_step, r=back)
+        elif not recompute_form:
             check_rollback(i, 0)
         plans.append(plan)
 
@@ -129,14 +179,18 @@ def draft_model_preprocess(
                 pre_ids[i, 0] = t
             input_ids[i, plan["col"]] = t
             this_time[i] = E if truncate_first_token else E + 1
-            rollback[i] = 0  # a new mask history: no earlier rollback, not parked
-            block[i] = False
+            if not recompute_form:
+                rollback[i] = 0  # a new mask history: no earlier rollback, not parked
+                block[i] = False
         elif plan["running"]:
             if kvcache_scheduler_v1 and not base_block[i] and block[i]:
                 block[i] = False
             stop[i] = False
             dec[i] = plan["new_S"]
             step[i] = plan["new_step"]
+            if recompute_form:
+                rollback[i] = int(rollback[i]) + plan["r"]
+                recompute[i] = k - 1
             a = plan["a"]
             draft_tokens[i, :a] = accept_tokens[i, :a]
             pre_ids[i, plan["first"]:plan["first"] + a] = accept_tokens[i, :a]
@@ -147,123 +201,11 @@ def draft_model_preprocess(
             dec[i] = 0
             enc[i] = 0
         any_running |= plan["running"]
-        # In Python integers: check_rollback has seen the sum fit int32, but
-        # the change alone may not (an old seq_lens_decoder near INT32_MIN).
-        # (A prefill's change is 0, added to the 0 it set.)
-        rollback[i] = int(rollback[i]) + S_old - int(dec[i])
-    not_need_stop.reshape(-1)[0] = any_running
-
-
-def draft_model_preprocess_recompute(
-    draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
-    seq_lens_decoder, step_idx, not_need_stop, is_block_step, batch_drop, pre_ids,
-    mask_rollback, recompute_token_num, accept_tokens, accept_num,
-    base_model_seq_lens_this_time, base_model_seq_lens_encoder, base_model_seq_lens_decoder,
-    base_model_step_idx, base_model_stop_flags, base_model_is_block_step,
-    base_model_draft_tokens, num_model_step, truncate_first_token, splitwise_prefill,
-    kvcache_scheduler_v1,
-) -> None:
-    """FastDeploy's recompute form (22 tensors; docs/contract.md, "The
-    recompute form"): a running decode recomputes r = min(recompute_token_num,
-    max(base_model_seq_lens_this_time - 2, 0)) tokens. Its normal branch rolls
-    seq_lens_decoder and step_idx back by r, its re-sync branch takes them from
-    the base model less accept_num, both add r to mask_rollback and set
-    recompute_token_num to num_model_step - 1. Nothing else touches
-    mask_rollback; a prefill keeps is_block_step."""
-    op = "draft_model_preprocess"
-    if num_model_step < 1:
-        raise BadInputError(f"{op}: num_model_step must be >= 1, got {num_model_step}")
-    k = int(num_model_step)
-    stop, this_time, enc, dec, step = map(
-        _vec, (stop_flags, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, step_idx))
-    block, drop, rollback, recompute, acc_num = map(
-        _vec, (is_block_step, batch_drop, mask_rollback, recompute_token_num, accept_num))
-    base_n, base_dec, base_step, base_stop, base_block = map(
-        _vec, (base_model_seq_lens_this_time, base_model_seq_lens_decoder, base_model_step_idx,
-               base_model_stop_flags, base_model_is_block_step))
-    bsz = this_time.shape[0]
-    L, D, P, A = input_ids.shape[1], draft_tokens.shape[1], pre_ids.shape[1], accept_tokens.shape[1]
-
-    plans = []
-    for i in range(bsz):
-        E, S = int(enc[i]), int(dec[i])
-        parked = dropped = False
-        if splitwise_prefill:
-            running = prefill = E > 0
-        else:
-            if base_stop[i] and base_block[i]:
-                parked, dropped = bool(kvcache_scheduler_v1), not kvcache_scheduler_v1
-            running = not (base_stop[i] or drop[i] or dropped)
-            prefill = running and E > 0
-        plan = dict(running=running, prefill=prefill, parked=parked, dropped=dropped)
-        if prefill:
-            col = E - 1 if truncate_first_token else E
-            if A < 1:
-                raise _bad(op, i, "accept_tokens", f"has {A} columns, no column 0")
-            if col >= L or col >= INT32_MAX:
-                raise _bad(op, i, "input_ids", f"first token column {col} >= {L} columns")
-            if not splitwise_prefill and P < 1:
-                raise _bad(op, i, "pre_ids", f"has {P} columns, no column 0")
-            plan["col"] = col
-        elif running:
-            a = int(acc_num[i])
-            if E < 0:
-                raise _bad(op, i, "seq_lens_encoder", f"{E} is negative")
-            if not 0 <= a <= min(A, D):
-                raise _bad(op, i, "accept_num", f"{a} outside [0, min({A}, {D})]")
-            first = int(base_step[i]) - a
-            if a > 0 and not (0 <= first and first + a <= P):
-                raise _bad(op, i, "pre_ids", f"[{first}, {first + a}) outside [0, {P})")
-            r = min(int(recompute[i]), max(int(base_n[i]) - 2, 0))
-            if stop[i]:
-                new_S, new_step = int(base_dec[i]) - a, int(base_step[i]) - a
-            else:
-                new_S, new_step = S - r, int(step[i]) - r
-            if not INT32_MIN <= new_S <= INT32_MAX:
-                raise _bad(op, i, "seq_lens_decoder", f"new value {new_S} leaves int32")
-            if not INT64_MIN <= new_step <= INT64_MAX:
-                raise _bad(op, i, "step_idx", f"new value {new_step} leaves int64")
-            if not INT32_MIN <= int(rollback[i]) + r <= INT32_MAX:
-                raise _bad(op, i, "mask_rollback", f"{int(rollback[i])} + {r} leaves int32")
-            plan.update(a=a, first=first, new_S=new_S, new_step=new_step, r=r)
-        plans.append(plan)
-
-    any_running = False
-    for i, plan in enumerate(plans):
-        if not splitwise_prefill:
-            base_model_draft_tokens[i, 1:] = -1
-            if plan["parked"]:
-                stop[i] = True
-                block[i] = True
-            if plan["dropped"]:
-                drop[i] = True
-                stop[i] = True
-        if plan["prefill"]:
-            E = int(enc[i])
-            t = accept_tokens[i, 0]
-            stop[i] = False
-            if not splitwise_prefill:
-                pre_ids[i, 0] = t
-            input_ids[i, plan["col"]] = t
-            this_time[i] = E if truncate_first_token else E + 1
-        elif plan["running"]:
-            if kvcache_scheduler_v1 and not base_block[i] and block[i]:
-                block[i] = False
-            stop[i] = False
-            dec[i] = plan["new_S"]
-            step[i] = plan["new_step"]
-            rollback[i] = int(rollback[i]) + plan["r"]
-            recompute[i] = k - 1
-            a = plan["a"]
-            draft_tokens[i, :a] = accept_tokens[i, :a]
-            pre_ids[i, plan["first"]:plan["first"] + a] = accept_tokens[i, :a]
-            this_time[i] = a
-        else:
-            stop[i] = True
-            this_time[i] = 0
-            dec[i] = 0
-            enc[i] = 0
-        any_running |= plan["running"]
+        if not recompute_form:
+            # In Python integers: check_rollback has seen the sum fit int32, but
+            # the change alone may not (an old seq_lens_decoder near INT32_MIN).
+            # (A prefill's change is 0, added to the 0 it set.)
+            rollback[i] = int(rollback[i]) + S_old - int(dec[i])
     not_need_stop.reshape(-1)[0] = any_running
 
 
