@@ -104,7 +104,7 @@ void run(const mtp::ArgChecker& c, const mtp::PreprocessTensors& t,
 
 }  // namespace
 
-#ifndef MTP_FORM_RECOMPUTE
+#if !defined(MTP_FORM_RECOMPUTE) && !defined(MTP_FORM_SHADOW)
 
 // The rollback form (the default): 21 tensors.
 void DraftModelPreprocess(paddle::Tensor& draft_tokens, paddle::Tensor& input_ids,
@@ -147,7 +147,7 @@ PD_BUILD_OP(draft_model_preprocess)
     .SetInplaceMap({MTP_DRAFT_MODEL_PREPROCESS_INPLACE})
     .SetKernelFn(PD_KERNEL(DraftModelPreprocess));
 
-#else
+#elif defined(MTP_FORM_RECOMPUTE)
 
 // The recompute form: 22 tensors. FastDeploy registers is_block_step,
 // mask_rollback, recompute_token_num and base_model_draft_tokens as plain
@@ -191,5 +191,62 @@ PD_BUILD_OP(draft_model_preprocess)
     .Attrs({MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_ATTRS})
     .SetInplaceMap({MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_INPLACE})
     .SetKernelFn(PD_KERNEL(DraftModelPreprocessRecompute));
+
+#else
+
+// The shadow form: 17 tensors, the base model named the target model.
+// FastDeploy registers target_model_draft_tokens as a plain input and writes
+// it all the same; registered the same way here, it comes by const reference.
+void DraftModelPreprocessShadow(
+    paddle::Tensor& draft_tokens, paddle::Tensor& input_ids, paddle::Tensor& stop_flags,
+    paddle::Tensor& seq_lens_this_time, paddle::Tensor& seq_lens_encoder,
+    paddle::Tensor& seq_lens_decoder, paddle::Tensor& step_idx, paddle::Tensor& not_need_stop,
+    paddle::Tensor& pre_ids, const paddle::Tensor& accept_tokens,
+    const paddle::Tensor& accept_num, const paddle::Tensor& target_model_seq_lens_encoder,
+    const paddle::Tensor& target_model_seq_lens_decoder,
+    const paddle::Tensor& target_model_step_idx, const paddle::Tensor& target_model_stop_flags,
+    const paddle::Tensor& max_dec_len, const paddle::Tensor& target_model_draft_tokens,
+    int num_model_step, bool is_splitwise_prefill) {
+  using paddle::DataType;
+  MTP_CHECK(num_model_step >= 1, kOp, ": num_model_step must be >= 1, got ", num_model_step);
+  mtp::ArgChecker c(kOp);
+  const int64_t bsz = c.length_only(seq_lens_this_time, "seq_lens_this_time");
+  c.vector(seq_lens_this_time, "seq_lens_this_time", DataType::INT32, bsz, W);
+  c.matrix(draft_tokens, "draft_tokens", DataType::INT64, bsz, W);
+  c.matrix(input_ids, "input_ids", DataType::INT64, bsz, W);
+  c.vector(stop_flags, "stop_flags", DataType::BOOL, bsz, W);
+  c.vector(seq_lens_encoder, "seq_lens_encoder", DataType::INT32, bsz, W);
+  c.vector(seq_lens_decoder, "seq_lens_decoder", DataType::INT32, bsz, W);
+  c.vector(step_idx, "step_idx", DataType::INT64, bsz, W);
+  c.matrix(pre_ids, "pre_ids", DataType::INT64, bsz, W);
+  c.matrix(accept_tokens, "accept_tokens", DataType::INT64, bsz, R);
+  c.vector(accept_num, "accept_num", DataType::INT32, bsz, R);
+  c.vector(target_model_seq_lens_encoder, "target_model_seq_lens_encoder", DataType::INT32, bsz,
+           U);
+  c.vector(target_model_seq_lens_decoder, "target_model_seq_lens_decoder", DataType::INT32, bsz,
+           R);
+  c.vector(target_model_step_idx, "target_model_step_idx", DataType::INT64, bsz, R);
+  c.vector(target_model_stop_flags, "target_model_stop_flags", DataType::BOOL, bsz, R);
+  c.vector(max_dec_len, "max_dec_len", DataType::INT64, bsz, R);
+  c.matrix(target_model_draft_tokens, "target_model_draft_tokens", DataType::INT64, bsz, W);
+  c.host_or_device_flag(not_need_stop, "not_need_stop");
+  c.no_overlap();
+  const mtp::PreprocessTensors t = mtp::shadow_views(
+      draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
+      seq_lens_decoder, step_idx, pre_ids, accept_tokens, accept_num,
+      target_model_seq_lens_decoder, target_model_step_idx, target_model_stop_flags, max_dec_len,
+      target_model_draft_tokens);
+  // The shadow form has no truncate_first_token (its first token goes to E - 1)
+  // and no kvcache_scheduler_v1 (nothing is parked or dropped).
+  run(c, t, {num_model_step, true, is_splitwise_prefill, false}, bsz, not_need_stop,
+      draft_tokens);
+}
+
+PD_BUILD_OP(draft_model_preprocess)
+    .Inputs({MTP_SHADOW_DRAFT_MODEL_PREPROCESS_INPUTS})
+    .Outputs({MTP_SHADOW_DRAFT_MODEL_PREPROCESS_OUTPUTS})
+    .Attrs({MTP_SHADOW_DRAFT_MODEL_PREPROCESS_ATTRS})
+    .SetInplaceMap({MTP_SHADOW_DRAFT_MODEL_PREPROCESS_INPLACE})
+    .SetKernelFn(PD_KERNEL(DraftModelPreprocessShadow));
 
 #endif

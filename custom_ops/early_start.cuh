@@ -43,9 +43,11 @@ __device__ __forceinline__ T* address_now(T* p, bool exists) {
   return p;
 }
 // `base` such that base + i * cols is request i's row, that row computed now
-// (a row of no columns is not touched: its tensor may have no memory).
+// (a row of no columns is not touched: its tensor may have no memory). A
+// null `base` is a tensor the form does not have, and stays null.
 template <typename T>
 __device__ __forceinline__ T* row_now(T* base, int64_t i, int64_t cols, bool exists) {
+  if (kShadowBuild && base == nullptr) return nullptr;
   return address_now(base + i * cols, exists && cols > 0) - i * cols;
 }
 
@@ -70,6 +72,7 @@ __device__ PreprocessTensors rows_now(PreprocessTensors t, int64_t i, bool exist
   t.base_stop_flags = row_now(t.base_stop_flags, i, 1, exists);
   t.base_is_block_step = row_now(t.base_is_block_step, i, 1, exists);
   t.base_draft_tokens = row_now(t.base_draft_tokens, i, t.base_draft_cols, exists);
+  if (kShadowBuild) t.max_dec_len = row_now(t.max_dec_len, i, 1, exists);
   return t;
 }
 __device__ MaskTensors rows_now(MaskTensors t, int64_t i, bool exists) {

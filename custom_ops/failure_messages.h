@@ -36,6 +36,22 @@ inline std::string fill(const char* words, const int64_t* v) {
   return s;
 }
 
+// The shadow form names the base model the target model (its tensors are
+// target_model_*); the words name the tensors as the form in this build does.
+#ifdef MTP_FORM_SHADOW
+constexpr const char* kBaseModelPrefix = "target_model_";
+#else
+constexpr const char* kBaseModelPrefix = "base_model_";
+#endif
+
+inline std::string with_form_names(std::string s) {
+  const std::string from = "base_model_", to = kBaseModelPrefix;
+  if (from == to) return s;
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+  return s;
+}
+
 // `op` is the op being called; the record names the op that failed, which
 // differs when an earlier asynchronous call's error surfaces here.
 inline std::string describe_failure(const char* op, const BatchResult& r) {
@@ -51,7 +67,7 @@ inline std::string describe_failure(const char* op, const BatchResult& r) {
   }
   s += join("request ", r.request, ": ");
   const char* words = failure_words(r.code);
-  s += words != nullptr ? fill(words, r.v) : join("unknown check ", r.code);
+  s += words != nullptr ? with_form_names(fill(words, r.v)) : join("unknown check ", r.code);
   return s;
 }
 

@@ -96,6 +96,8 @@ inline T load_now(const T* p) {
     "step_idx: the new value step_idx - recomputed tokens = {0} - {1} leaves the int64 range")  \
   X(kRecomputeRollbackOutOfRange, 21,                                                           \
     "mask_rollback: {0} + recomputed tokens {1} leaves the int32 range")                        \
+  X(kShadowStepIdxOverflow, 22,                                                                 \
+    "step_idx: the new value base_model_step_idx - {1} = {0} - {1} leaves the int64 range")     \
   /* update_attn_mask_offsets */                                                                \
   X(kNegativeSeqLensThisTime, 8, "seq_lens_this_time: {0} is negative")                         \
   X(kTokensOutsideIds, 9,                                                                       \
@@ -166,11 +168,30 @@ struct PreprocessTensors {
   // rollback form, which never reads the base model's this-time lengths.
   int32_t* recompute_token_num;
   const int32_t* base_seq_lens_this_time;
+  // The shadow form only (FastDeploy's 17-tensor op), which has no
+  // is_block_step, batch_drop, mask_rollback or base_is_block_step (those
+  // are null in it): each request's length limit.
+  const int64_t* max_dec_len;
 };
 
+// Whether this build's views may be of the shadow form: its library is built
+// with MTP_FORM_SHADOW (the benchmark's, which holds every form's baseline,
+// with MTP_ALL_FORMS). Elsewhere the shadow form's branches are compiled
+// out, so that the other forms' kernels have no branch on the form between
+// their loads (a branch there can hold a load back until the one before it
+// returns: see load_now).
+#if defined(MTP_FORM_SHADOW) || defined(MTP_ALL_FORMS)
+constexpr bool kShadowBuild = true;
+#else
+constexpr bool kShadowBuild = false;
+#endif
+
 // Which of FastDeploy's forms a view is of: the recompute form carries
-// recompute_token_num.
+// recompute_token_num, the shadow form max_dec_len.
 MTP_HD bool recompute_form(const PreprocessTensors& t) { return t.recompute_token_num != nullptr; }
+MTP_HD bool shadow_form(const PreprocessTensors& t) {
+  return kShadowBuild && t.max_dec_len != nullptr;
+}
 
 struct PreprocessAttrs {
   int32_t num_model_step;
@@ -209,11 +230,16 @@ struct PreprocessPlan {
   bool write_recompute;
   int32_t recomputed;
   int32_t next_recompute;
+  // The shadow form: no mask_rollback, is_block_step or batch_drop to write.
+  bool shadow;
 };
 
 // Normal mode forgets the base model's drafts past column 0 for every request
-// of the batch, running or not; the prefill node keeps them.
-MTP_HD bool clears_base_draft(const PreprocessAttrs& a) { return !a.splitwise_prefill; }
+// of the batch, running or not; the prefill node keeps them, but in the
+// shadow form, which forgets them on every node.
+MTP_HD bool clears_base_draft(bool shadow, const PreprocessAttrs& a) {
+  return shadow || !a.splitwise_prefill;
+}
 
 // In 64 bits, so E + 1 cannot wrap; the narrowing to int32 is used only once
 // check_preprocess has seen the column below INT32_MAX.
@@ -228,7 +254,7 @@ MTP_HD bool clears_base_draft(const PreprocessAttrs& a) { return !a.splitwise_pr
 // for FastDeploy's own op, which does neither: its prefill keeps both.
 MTP_HD void plan_first_token(PreprocessPlan& p, int32_t E, bool truncate) {
   p.prefill = true;
-  if (!p.recompute) {
+  if (!p.recompute & !p.shadow) {
     p.old_rollback = 0;
     p.is_block_step = false;
   }
@@ -247,10 +273,11 @@ MTP_HD void plan_not_running(PreprocessPlan& p) {
 // Request i's values, all of them, read before any is looked at.
 struct PreprocessRequest {
   int32_t encoder, decoder, this_time, rollback, accept_num, base_decoder;
-  int32_t recompute, base_this_time;  // the recompute form's; 0 in the other
+  int32_t recompute, base_this_time;  // the recompute form's; 0 in the others
   int64_t step_idx, base_step_idx;
+  int64_t max_dec_len;  // the shadow form's; 0 in the others
   bool stop_flag, is_block_step, batch_drop, base_stop, base_block;
-  bool recompute_form;
+  bool recompute_form, shadow_form;
 };
 
 MTP_HD PreprocessRequest read_preprocess_request(const PreprocessTensors& t, int64_t i) {
@@ -258,24 +285,84 @@ MTP_HD PreprocessRequest read_preprocess_request(const PreprocessTensors& t, int
   r.encoder = load_now(t.seq_lens_encoder + i);
   r.decoder = load_now(t.seq_lens_decoder + i);
   r.this_time = load_now(t.seq_lens_this_time + i);
-  r.rollback = load_now(t.mask_rollback + i);
   r.accept_num = load_now(t.accept_num + i);
   r.base_decoder = load_now(t.base_seq_lens_decoder + i);
   r.step_idx = load_now(t.step_idx + i);
   r.base_step_idx = load_now(t.base_step_idx + i);
   r.stop_flag = load_now(t.stop_flags + i);
-  r.is_block_step = load_now(t.is_block_step + i);
-  r.batch_drop = load_now(t.batch_drop + i);
   r.base_stop = load_now(t.base_stop_flags + i);
-  r.base_block = load_now(t.base_is_block_step + i);
   r.recompute = 0;
   r.base_this_time = 0;
+  r.max_dec_len = 0;
+  r.rollback = 0;
+  r.is_block_step = r.batch_drop = r.base_block = false;
   r.recompute_form = recompute_form(t);
+  r.shadow_form = shadow_form(t);
+  if (r.shadow_form) {
+    r.max_dec_len = load_now(t.max_dec_len + i);
+  } else {
+    r.rollback = load_now(t.mask_rollback + i);
+    r.is_block_step = load_now(t.is_block_step + i);
+    r.batch_drop = load_now(t.batch_drop + i);
+    r.base_block = load_now(t.base_is_block_step + i);
+  }
   if (r.recompute_form) {
     r.recompute = load_now(t.recompute_token_num + i);
     r.base_this_time = load_now(t.base_seq_lens_this_time + i);
   }
   return r;
+}
+
+// Whether the shadow form skips a request: its target model stopped or, off
+// a prefill node, target_model_step_idx + num_model_step reaches its
+// max_dec_len (compared without forming a sum that could leave int64).
+MTP_HD bool shadow_skips(const PreprocessRequest& r, const PreprocessAttrs& a) {
+  const int64_t k = a.num_model_step;
+  const bool near_end = !a.splitwise_prefill &
+                        ((r.base_step_idx > kInt64Max - k) | (r.base_step_idx + k >= r.max_dec_len));
+  return r.base_stop | near_end;
+}
+
+// A decode that takes its KV positions and step from the base model, less
+// the accepted tokens it feeds again: the rollback form's re-sync of a
+// stopped draft, and every decode of the shadow form.
+MTP_HD void plan_resync(PreprocessPlan& p, const PreprocessRequest& r) {
+  p.decoder = (int64_t)r.base_decoder - r.accept_num;  // 32-bit operands: cannot wrap
+  p.step_from = r.base_step_idx;
+  p.step_minus = r.accept_num;
+}
+
+// A decode feeds its accepted tokens again: into draft_tokens, and pre_ids'
+// columns before base_model_step_idx.
+MTP_HD void plan_refeed(PreprocessPlan& p, const PreprocessRequest& r) {
+  p.accepted = r.accept_num;
+  p.pre_ids_end = r.base_step_idx;
+  p.this_time = r.accept_num;
+}
+
+// FastDeploy's shadow form: nothing of the draft's own state carries over
+// from the step before but its seq_lens_encoder. A skipped request stops with
+// its lengths and step_idx 0; a prefill places the first token at E - 1 and
+// takes step_idx = target_model_step_idx - 1; a decode takes seq_lens_decoder
+// and step_idx from the target model less accept_num and re-feeds the
+// accepted tokens: the rollback form's re-sync branch, every step.
+MTP_HD void plan_shadow(PreprocessPlan& p, const PreprocessRequest& r, const PreprocessAttrs& a) {
+  if (shadow_skips(r, a)) {
+    plan_not_running(p);
+    p.step_from = 0;
+    return;
+  }
+  p.running = true;
+  p.stop_flag = false;
+  if (r.encoder > 0) {
+    p.write_pre_ids0 = true;
+    plan_first_token(p, r.encoder, /*truncate=*/true);
+    p.step_from = r.base_step_idx;  // less 1
+    p.step_minus = 1;
+    return;
+  }
+  plan_resync(p, r);
+  plan_refeed(p, r);
 }
 
 MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const PreprocessAttrs& a) {
@@ -288,7 +375,7 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const Preproce
   p.is_block_step = r.is_block_step;
   p.batch_drop = r.batch_drop;
   p.write_pre_ids0 = false;
-  p.clear_base_draft = clears_base_draft(a);
+  p.clear_base_draft = clears_base_draft(r.shadow_form, a);
   p.this_time = r.this_time;
   p.encoder = E;
   p.decoder = S;
@@ -303,7 +390,12 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const Preproce
   p.write_recompute = false;
   p.recomputed = 0;
   p.next_recompute = 0;
+  p.shadow = r.shadow_form;
 
+  if (p.shadow) {
+    plan_shadow(p, r, a);
+    return p;
+  }
   if (a.splitwise_prefill) {
     if (E > 0) {
       p.running = true;
@@ -337,7 +429,6 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const Preproce
   }
   // Decode (E == 0; a negative E is refused by check_preprocess).
   if (a.kvcache_scheduler_v1 && !base_block && p.is_block_step) p.is_block_step = false;
-  const int32_t acc = r.accept_num;
   // FastDeploy's recompute form: a decode rolls back only the tokens it
   // recomputes, n = min(recompute_token_num, max(base_model_seq_lens_this_time
   // - 2, 0)), adds n (not the change of seq_lens_decoder) to mask_rollback on
@@ -352,9 +443,7 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const Preproce
   if (p.stop_flag) {
     // The draft stopped while the base model went on: re-sync from the base.
     p.stop_flag = false;
-    p.decoder = (int64_t)r.base_decoder - acc;
-    p.step_from = r.base_step_idx;
-    p.step_minus = acc;
+    plan_resync(p, r);
   } else if (p.recompute) {
     p.decoder = (int64_t)S - p.recomputed;
     p.step_minus = p.recomputed;
@@ -363,9 +452,7 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const Preproce
     p.decoder = (int64_t)S - (a.num_model_step - 1);
     p.step_minus = (int64_t)a.num_model_step - 1;
   }
-  p.accepted = acc;
-  p.pre_ids_end = r.base_step_idx;
-  p.this_time = acc;
+  plan_refeed(p, r);
   return p;
 }
 
@@ -433,12 +520,14 @@ MTP_HD uint32_t preprocess_failures(const PreprocessTensors& t, const Preprocess
       // plan and INT64_MIN + a negative one would overflow.
       bit(decode & ((p.decoder < kInt32Min) | (p.decoder > kInt32Max)), kDecodeDecoder) |
       // (A negative step_minus, the recompute form's negative recompute_token_num,
-      // steps up: then the bound is INT64_MAX.)
-      bit(decode & (p.step_minus >= 0 ? p.step_from < kInt64Min + p.step_minus
-                                      : p.step_from > kInt64Max + p.step_minus),
+      // steps up: then the bound is INT64_MAX.) A plan that is no decode
+      // subtracts nothing, but the shadow form's prefill subtracts 1.
+      bit((decode | p.shadow) & (p.step_minus >= 0 ? p.step_from < kInt64Min + p.step_minus
+                                                   : p.step_from > kInt64Max + p.step_minus),
           kDecodeStepIdx) |
-      // Every plan: the new mask_rollback stays an int32 (one compare).
-      bit((uint64_t)(r - kInt32Min) > (uint64_t)(kInt32Max - kInt32Min), kRollbackRange);
+      // Every plan with a mask_rollback: it stays an int32 (one compare).
+      bit(!p.shadow & ((uint64_t)(r - kInt32Min) > (uint64_t)(kInt32Max - kInt32Min)),
+          kRollbackRange);
 }
 
 MTP_HD Failure check_preprocess(const PreprocessTensors& t, const PreprocessPlan& p, int64_t i) {
@@ -454,8 +543,10 @@ MTP_HD Failure check_preprocess(const PreprocessTensors& t, const PreprocessPlan
   if (f & kDecodeDecoder)
     return fail(kSeqLensDecoderOutOfRange, p.decoder, p.old_decoder, t.base_seq_lens_decoder[i], acc);
   if (f & kDecodeStepIdx)
-    return fail(p.recompute ? kRecomputeStepIdxOverflow : kStepIdxOverflow, p.step_from,
-                p.step_minus);
+    return fail(p.shadow      ? kShadowStepIdxOverflow
+                : p.recompute ? kRecomputeStepIdxOverflow
+                              : kStepIdxOverflow,
+                p.step_from, p.step_minus);
   if (f & kRollbackRange) {
     if (p.recompute) return fail(kRecomputeRollbackOutOfRange, p.old_rollback, p.recomputed);
     return fail(kMaskRollbackOutOfRange, p.old_rollback, p.old_decoder, p.decoder);
@@ -463,7 +554,7 @@ MTP_HD Failure check_preprocess(const PreprocessTensors& t, const PreprocessPlan
   return ok();
 }
 
-// base_model_draft_tokens[i, 1:] = -1 (when clears_base_draft).
+// base_model_draft_tokens[i, 1:] = -1 (where the plan's clear_base_draft).
 MTP_HD void clear_base_draft_row(const PreprocessTensors& t, int64_t i) {
   int64_t* row = t.base_draft_tokens + i * t.base_draft_cols;
   for (int64_t j = 1; j < t.base_draft_cols; ++j) row[j] = -1;
@@ -507,15 +598,17 @@ MTP_HD bool apply_plan(const PreprocessTensors& t, const PreprocessPlan& p, int6
     pre[j] = tok;
   }
   t.stop_flags[i] = p.stop_flag;
-  t.is_block_step[i] = p.is_block_step;
-  t.batch_drop[i] = p.batch_drop;
   t.seq_lens_this_time[i] = p.this_time;
   t.seq_lens_encoder[i] = p.encoder;
   t.seq_lens_decoder[i] = (int32_t)p.decoder;
   t.step_idx[i] = p.step_from - p.step_minus;
-  // The one rule that keeps the mask cursor aligned with the KV positions
-  // (in range: kRollbackRange, preprocess_failures).
-  t.mask_rollback[i] = (int32_t)new_rollback(p);
+  if (!p.shadow) {
+    t.is_block_step[i] = p.is_block_step;
+    t.batch_drop[i] = p.batch_drop;
+    // The one rule that keeps the mask cursor aligned with the KV positions
+    // (in range: kRollbackRange, preprocess_failures).
+    t.mask_rollback[i] = (int32_t)new_rollback(p);
+  }
   if (p.write_recompute) t.recompute_token_num[i] = p.next_recompute;
   return p.running;
 }
@@ -549,12 +642,16 @@ struct MaskTensors {
   // first token is num_tokens.
   int64_t cu_entries;
   const int32_t* mask_full;  int64_t mask_full_cols;
+  // The mask cursor and its pending rollback: both null in the shadow form,
+  // whose decode tokens are numbered from seq_lens_decoder.
   int32_t* mask_decoder;
   const bool* is_block_step;
   int32_t* decode_states;    int64_t decode_states_cols;
   int32_t* mask_rollback;
   int32_t* out;  // [2 * T]
 };
+
+MTP_HD bool shadow_form(const MaskTensors& t) { return kShadowBuild && t.mask_decoder == nullptr; }
 
 enum MaskBranch : int32_t { kSkip = 0, kPrompt = 1, kVisionGeneration = 2, kDecode = 3 };
 
@@ -580,8 +677,10 @@ MTP_HD MaskPlan plan_mask(const MaskTensors& t, int64_t i) {
   p.n = load_now(t.seq_lens_this_time + i);
   p.encoder = E;
   p.decoder = S;
-  p.cursor = load_now(t.mask_decoder + i);
-  p.rollback = load_now(t.mask_rollback + i);
+  // The shadow form's cursor is the request's KV positions, with nothing to roll back.
+  const bool shadow = shadow_form(t);
+  p.cursor = shadow ? S : load_now(t.mask_decoder + i);
+  p.rollback = shadow ? 0 : load_now(t.mask_rollback + i);
   // Selects, not branches: the GPU compiler moved the read of state0 into the
   // branch that uses it, after the reads that decide the branch had returned
   // (a second round trip to memory for a prompt request, seen in the SASS).
@@ -724,7 +823,7 @@ MTP_HD void write_decode_state(const MaskTensors& t, const MaskPlan& p, int64_t 
 // After its tokens: a decode request's cursor has consumed the rollback and
 // advances past them.
 MTP_HD void finish_mask_request(const MaskTensors& t, const MaskPlan& p, int64_t i) {
-  if (p.branch != kDecode) return;
+  if (p.branch != kDecode || shadow_form(t)) return;
   t.mask_rollback[i] = 0;
   t.mask_decoder[i] = mask_cursor(p) + p.n;
 }

@@ -18,7 +18,7 @@ inline BatchResult preprocess_batch(const PreprocessTensors t, const PreprocessA
   // apply_preprocess, with the base draft rows cleared in a pass of their own:
   // the row-clearing loop then streams through one tensor instead of
   // interleaving with every other write (docs/performance.md).
-  if (clears_base_draft(a)) {
+  if (clears_base_draft(shadow_form(t), a)) {
     for (int64_t i = 0; i < bsz; ++i) clear_base_draft_row(t, i);
   }
   bool any = false;

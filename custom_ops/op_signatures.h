@@ -21,3 +21,12 @@
 #define MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_OUTPUTS "draft_tokens_out", "input_ids_out", "stop_flags_out", "seq_lens_this_time_out", "seq_lens_encoder_out", "seq_lens_decoder_out", "step_idx_out", "not_need_stop_out", "batch_drop_out", "pre_ids_out"
 #define MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_ATTRS "num_model_step: int", "truncate_first_token: bool", "splitwise_prefill: bool", "kvcache_scheduler_v1: bool"
 #define MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_INPLACE {"draft_tokens", "draft_tokens_out"}, {"input_ids", "input_ids_out"}, {"stop_flags", "stop_flags_out"}, {"seq_lens_this_time", "seq_lens_this_time_out"}, {"seq_lens_encoder", "seq_lens_encoder_out"}, {"seq_lens_decoder", "seq_lens_decoder_out"}, {"step_idx", "step_idx_out"}, {"not_need_stop", "not_need_stop_out"}, {"batch_drop", "batch_drop_out"}, {"pre_ids", "pre_ids_out"}
+
+#define MTP_SHADOW_DRAFT_MODEL_PREPROCESS_INPUTS "draft_tokens", "input_ids", "stop_flags", "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "step_idx", "not_need_stop", "pre_ids", "accept_tokens", "accept_num", "target_model_seq_lens_encoder", "target_model_seq_lens_decoder", "target_model_step_idx", "target_model_stop_flags", "max_dec_len", "target_model_draft_tokens"
+#define MTP_SHADOW_DRAFT_MODEL_PREPROCESS_OUTPUTS "draft_tokens_out", "input_ids_out", "stop_flags_out", "seq_lens_this_time_out", "seq_lens_encoder_out", "seq_lens_decoder_out", "step_idx_out", "not_need_stop_out", "pre_ids_out"
+#define MTP_SHADOW_DRAFT_MODEL_PREPROCESS_ATTRS "num_model_step: int", "is_splitwise_prefill: bool"
+#define MTP_SHADOW_DRAFT_MODEL_PREPROCESS_INPLACE {"draft_tokens", "draft_tokens_out"}, {"input_ids", "input_ids_out"}, {"stop_flags", "stop_flags_out"}, {"seq_lens_this_time", "seq_lens_this_time_out"}, {"seq_lens_encoder", "seq_lens_encoder_out"}, {"seq_lens_decoder", "seq_lens_decoder_out"}, {"step_idx", "step_idx_out"}, {"not_need_stop", "not_need_stop_out"}, {"pre_ids", "pre_ids_out"}
+
+#define MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_INPUTS "ids_remove_padding", "seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "cu_seqlens_q", "attn_mask_offsets_full", "is_block_step", "decode_states"
+#define MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_OUTPUTS "attn_mask_offsets", "decode_states_out"
+#define MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_INPLACE {"decode_states", "decode_states_out"}

@@ -117,6 +117,8 @@ class _Help(argparse.HelpFormatter):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ._build import FORM_NAMES
+
     parser = _Parser(prog="python -m fastdeploy_mtp", formatter_class=_Help,
                      description="The draft model's bookkeeping ops for MTP speculative decoding: "
                                  "check their registration, simulate a serving loop around them, "
@@ -129,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ck = command("check", "compare the ops Paddle registered with the signature table "
                           "(fastdeploy_mtp/signature.py); exit 1 on any difference")
-    ck.add_argument("--form", choices=["all", "rollback", "recompute"], default="all",
+    ck.add_argument("--form", choices=["all", *FORM_NAMES], default="all",
                     help="which of FastDeploy's forms to build and check (all: each in a "
                          "process of its own)")
     sg = command("signature", "check that custom_ops/op_signatures.h is the one the signature "
@@ -170,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--rounds", type=int, default=7, metavar="R",
                    help="interleaved rounds of every table (the median is shown)")
     g.add_argument("--graph-only", action="store_true", help="only the captured-step tables")
-    g.add_argument("--form", choices=["rollback", "recompute"], default="rollback",
+    g.add_argument("--form", choices=list(FORM_NAMES), default="rollback",
                    help="FastDeploy's form of draft_model_preprocess; another than rollback "
                         "times its captured step against FastDeploy's launch of it")
     return parser

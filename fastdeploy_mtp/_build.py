@@ -19,7 +19,7 @@ from typing import Dict, List, Optional
 MODULE_NAME = "fastdeploy_mtp_ops"
 # FastDeploy's forms of draft_model_preprocess (fastdeploy_mtp/signature.py);
 # one library each, since Paddle registers an op name once per process.
-FORM_NAMES = ("rollback", "recompute")
+FORM_NAMES = ("rollback", "recompute", "shadow")
 DEFAULT_FORM = FORM_NAMES[0]
 _PACKAGE_DIR = Path(__file__).resolve().parent
 # The Paddle bindings; they include the Paddle-free headers.

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from . import _build
-from .signature import (DEFAULT_FORM, DRAFT_MODEL_PREPROCESS, RAISE_PENDING_ERRORS,
+from .signature import (DEFAULT_FORM, DRAFT_MODEL_PREPROCESS, FORMS, RAISE_PENDING_ERRORS,
                         UPDATE_ATTN_MASK_OFFSETS, argument_help)
 
 Tensor = Any  # paddle.Tensor; kept loose so importing this module needs no Paddle
@@ -132,6 +132,8 @@ def _build_from_source(form: str = DEFAULT_FORM):
     build_dir.mkdir(parents=True, exist_ok=True)
     flags = _build.compile_flags(cuda)
     flags["cxx"] = flags["cxx"] + _build.form_flags(form)
+    if "nvcc" in flags:  # the kernels are compiled for the form too (mtp_bookkeeping.h)
+        flags["nvcc"] = flags["nvcc"] + _build.form_flags(form)
     t0 = time.time()
     # Paddle's build chatter (a ccache warning, "using custom operator only" on
     # every load) says nothing to our users: keep it off the terminal.
@@ -402,6 +404,11 @@ def update_attn_mask_offsets(
         decode_states, mask_rollback,
     )
     _check_boundary(UPDATE_ATTN_MASK_OFFSETS, tensors)
+    if _loaded_form != DEFAULT_FORM and FORMS[process_form()][
+            UPDATE_ATTN_MASK_OFFSETS.name] is not UPDATE_ATTN_MASK_OFFSETS:
+        raise RuntimeError(
+            f"this process uses the {process_form()} form of update_attn_mask_offsets: call "
+            f"fastdeploy_mtp.forms.load({process_form()!r}).update_attn_mask_offsets")
     outs = _call(UPDATE_ATTN_MASK_OFFSETS, tensors)
     return outs[0] if isinstance(outs, (list, tuple)) else outs
 

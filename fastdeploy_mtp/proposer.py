@@ -23,7 +23,9 @@ from .slots import (RELEASED, ProposerError, Request, check_request, decode_mask
                     is_int, write_handed_over, write_new_request)
 
 ROLES = ("mixed", "prefill", "decode")
-_BASE_PREFIX = "base_model_"
+# How the forms name the base model's buffers: base_model_X, or target_model_X
+# (the shadow form's); either is the runner's base[X].
+_BASE_PREFIXES = ("base_model_", "target_model_")
 _MAX_LEN = 2**31 - 1
 
 
@@ -87,7 +89,8 @@ def bind_preprocess_inputs(state: Dict[str, object], base: Dict[str, object]) ->
     form first, so a library or wrapper whose names drifted fails here,
     loudly, instead of silently swapping two arguments at the first step. A
     form's input the proposer does not own (the recompute form's
-    recompute_token_num) is left for its runner to pass.
+    recompute_token_num, the shadow form's max_dec_len) is left for its
+    runner to pass; the shadow form's ``target_model_X`` is ``base[X]`` too.
     """
     from .registration import differences, read_registered
     from .signature import FORMS
@@ -101,7 +104,7 @@ def bind_preprocess_inputs(state: Dict[str, object], base: Dict[str, object]) ->
                             "signature table: " + "; ".join(drift))
     bound = {}
     for name in registered.inputs:
-        base_name = name[len(_BASE_PREFIX):] if name.startswith(_BASE_PREFIX) else name
+        base_name = next((name[len(p):] for p in _BASE_PREFIXES if name.startswith(p)), name)
         if name in state:
             bound[name] = state[name]
         elif base_name in base:

@@ -209,15 +209,130 @@ def _preprocess(
     not_need_stop.reshape(-1)[0] = any_running
 
 
+def draft_model_preprocess_shadow(
+    draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
+    seq_lens_decoder, step_idx, not_need_stop, pre_ids, accept_tokens, accept_num,
+    target_model_seq_lens_encoder, target_model_seq_lens_decoder, target_model_step_idx,
+    target_model_stop_flags, max_dec_len, target_model_draft_tokens, num_model_step,
+    is_splitwise_prefill,
+) -> None:
+    """FastDeploy's shadow form (17 tensors; docs/contract.md, "FastDeploy's
+    shadow form"). Every request's target_model_draft_tokens[i, 1:] becomes
+    -1. A request whose target model stopped, or (off a prefill node) whose
+    target_model_step_idx + num_model_step reaches max_dec_len, is skipped:
+    stopped, lengths and step_idx 0. Else it runs: a prefill (E > 0) puts the
+    first accepted token at input_ids[i, E-1] and pre_ids[i, 0], feeds E
+    tokens and takes step_idx = target step - 1; a decode takes
+    seq_lens_decoder and step_idx from the target model less accept_num and
+    re-feeds the accepted tokens (draft_tokens, and pre_ids before the target
+    step)."""
+    op = "draft_model_preprocess"
+    if num_model_step < 1:
+        raise BadInputError(f"{op}: num_model_step must be >= 1, got {num_model_step}")
+    k = int(num_model_step)
+    stop, this_time, enc, dec, step, acc_num = map(
+        _vec, (stop_flags, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, step_idx,
+               accept_num))
+    t_dec, t_step, t_stop, limit = map(
+        _vec, (target_model_seq_lens_decoder, target_model_step_idx, target_model_stop_flags,
+               max_dec_len))
+    bsz = this_time.shape[0]
+    L, D, P, A = input_ids.shape[1], draft_tokens.shape[1], pre_ids.shape[1], accept_tokens.shape[1]
+
+    plans = []
+    for i in range(bsz):
+        E, ts = int(enc[i]), int(t_step[i])
+        skip = bool(t_stop[i]) or (not is_splitwise_prefill and ts + k >= int(limit[i]))
+        plan = dict(skip=skip)
+        if skip:
+            pass
+        elif E > 0:
+            if A < 1:
+                raise _bad(op, i, "accept_tokens", f"has {A} columns, no column 0")
+            if E - 1 >= L:
+                raise _bad(op, i, "input_ids", f"first token column {E - 1} >= {L} columns")
+            if P < 1:
+                raise _bad(op, i, "pre_ids", f"has {P} columns, no column 0")
+            if ts - 1 < INT64_MIN:
+                raise _bad(op, i, "step_idx", f"new value {ts - 1} leaves int64")
+        else:
+            a = int(acc_num[i])
+            if E < 0:
+                raise _bad(op, i, "seq_lens_encoder", f"{E} is negative")
+            if not 0 <= a <= min(A, D):
+                raise _bad(op, i, "accept_num", f"{a} outside [0, min({A}, {D})]")
+            first = ts - a
+            if a > 0 and not (0 <= first and first + a <= P):
+                raise _bad(op, i, "pre_ids", f"[{first}, {first + a}) outside [0, {P})")
+            new_S = int(t_dec[i]) - a
+            if not INT32_MIN <= new_S <= INT32_MAX:
+                raise _bad(op, i, "seq_lens_decoder", f"new value {new_S} leaves int32")
+            plan.update(a=a, first=first, new_S=new_S)
+        plans.append(plan)
+
+    any_running = False
+    for i, plan in enumerate(plans):
+        target_model_draft_tokens[i, 1:] = -1
+        if plan["skip"]:
+            stop[i] = True
+            this_time[i] = dec[i] = enc[i] = 0
+            step[i] = 0
+            continue
+        any_running = True
+        stop[i] = False
+        E = int(enc[i])
+        if E > 0:
+            t = accept_tokens[i, 0]
+            pre_ids[i, 0] = t
+            input_ids[i, E - 1] = t
+            this_time[i] = E
+            step[i] = int(t_step[i]) - 1
+        else:
+            a = plan["a"]
+            dec[i] = plan["new_S"]
+            step[i] = int(t_step[i]) - a
+            draft_tokens[i, :a] = accept_tokens[i, :a]
+            pre_ids[i, plan["first"]:plan["first"] + a] = accept_tokens[i, :a]
+            this_time[i] = a
+    not_need_stop.reshape(-1)[0] = any_running
+
+
 def update_attn_mask_offsets(
     ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, cu_seqlens_q,
     attn_mask_offsets_full, attn_mask_offsets_decoder, is_block_step, decode_states,
     mask_rollback,
 ) -> np.ndarray:
+    """The rollback and recompute forms' op (10 tensors)."""
+    return _mask(ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder,
+                 cu_seqlens_q, attn_mask_offsets_full, attn_mask_offsets_decoder, is_block_step,
+                 decode_states, mask_rollback)
+
+
+def update_attn_mask_offsets_shadow(
+    ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, cu_seqlens_q,
+    attn_mask_offsets_full, is_block_step, decode_states,
+) -> np.ndarray:
+    """The shadow form's op (8 tensors): no cursor and no rollback; a decode
+    token's mask end is seq_lens_decoder + 1 + j."""
+    return _mask(ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder,
+                 cu_seqlens_q, attn_mask_offsets_full, None, is_block_step, decode_states, None)
+
+
+def _mask(
+    ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, cu_seqlens_q,
+    attn_mask_offsets_full, attn_mask_offsets_decoder, is_block_step, decode_states,
+    mask_rollback,
+) -> np.ndarray:
+    """Every form's; no cursor (None) is the shadow form's: a decode request's
+    cursor is then its seq_lens_decoder, with nothing to roll back, and is not kept."""
     op = "update_attn_mask_offsets"
-    n_all, enc, dec, block, cursor, rollback = map(
-        _vec, (seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, is_block_step,
-               attn_mask_offsets_decoder, mask_rollback))
+    n_all, enc, dec, block = map(
+        _vec, (seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, is_block_step))
+    if attn_mask_offsets_decoder is None:
+        cursor = dec.astype(np.int64)  # a copy: written below, never returned
+        rollback = np.zeros_like(cursor)
+    else:
+        cursor, rollback = _vec(attn_mask_offsets_decoder), _vec(mask_rollback)
     cu = cu_seqlens_q.reshape(-1)
     T = ids_remove_padding.shape[0]
 

@@ -11,9 +11,12 @@ The positional order is the one FastDeploy-style runners call with.
 
 FastDeploy's ``draft_model_preprocess`` has had more than one signature; each
 is a *form* here (``FORMS``), with its own table, library and registration:
-``rollback`` (the 21-tensor op that carries ``mask_rollback``; the default)
-and ``recompute`` (22 tensors: ``recompute_token_num`` after
-``mask_rollback``). A process loads one form (``fastdeploy_mtp.forms``).
+``rollback`` (the 21-tensor op that carries ``mask_rollback``; the default),
+``recompute`` (22 tensors: ``recompute_token_num`` after ``mask_rollback``)
+and ``shadow`` (17 tensors: the draft's state derived from the base model,
+which it calls the target model, every step; its ``update_attn_mask_offsets``
+has 8 tensors and no cursor). A process loads one form
+(``fastdeploy_mtp.forms``).
 """
 
 from __future__ import annotations
@@ -156,6 +159,40 @@ DRAFT_MODEL_PREPROCESS_RECOMPUTE = OpSignature(
                 "base_model_draft_tokens"),
 )
 
+# FastDeploy's shadow form (develop): the draft's lengths and step are derived
+# from the base model's -- the target model's, in its names -- every step, so
+# nothing is rolled back and there is no mask_rollback, is_block_step or
+# batch_drop. FastDeploy registers the in-place pairs of all its written
+# tensors but the target model's draft tokens; so do we.
+DRAFT_MODEL_PREPROCESS_SHADOW = OpSignature(
+    name="draft_model_preprocess",
+    inputs=(
+        TensorArg("draft_tokens", _i64, True, "[N, D] draft model's input tokens"),
+        TensorArg("input_ids", _i64, True, "[N, L] draft model's prompt buffer"),
+        TensorArg("stop_flags", _b, True, "[N] draft skipped this step"),
+        TensorArg("seq_lens_this_time", _i32, True, "[bsz] tokens fed this step; defines bsz"),
+        TensorArg("seq_lens_encoder", _i32, True, "[N] prompt tokens still to prefill"),
+        TensorArg("seq_lens_decoder", _i32, True, "[N] draft KV positions"),
+        TensorArg("step_idx", _i64, True, "[N] draft step index"),
+        TensorArg("not_need_stop", _b, True, "[1] some request is running"),
+        TensorArg("pre_ids", _i64, True, "[N, P] generated tokens"),
+        TensorArg("accept_tokens", _i64, False, "[N, A] tokens the target model accepted"),
+        TensorArg("accept_num", _i32, False, "[N] number of accepted tokens"),
+        TensorArg("target_model_seq_lens_encoder", _i32, False, "[N] target model (not read)"),
+        TensorArg("target_model_seq_lens_decoder", _i32, False, "[N] target model KV positions"),
+        TensorArg("target_model_step_idx", _i64, False, "[N] target model step index"),
+        TensorArg("target_model_stop_flags", _b, False, "[N] target model stopped"),
+        TensorArg("max_dec_len", _i64, False, "[N] each request's length limit"),
+        TensorArg("target_model_draft_tokens", _i64, True, "[N, Dt] columns 1.. set to -1"),
+    ),
+    attrs=(
+        AttrArg("num_model_step", int, "draft substeps per engine step, >= 1"),
+        AttrArg("is_splitwise_prefill", bool, "prefill node of a PD-split deployment: no "
+                                              "request is skipped for its length limit"),
+    ),
+    undeclared=("target_model_draft_tokens",),
+)
+
 UPDATE_ATTN_MASK_OFFSETS = OpSignature(
     name="update_attn_mask_offsets",
     inputs=(
@@ -177,6 +214,16 @@ UPDATE_ATTN_MASK_OFFSETS = OpSignature(
     written_first=("decode_states", "mask_rollback"),
 )
 
+# The shadow form's: no cursor and no rollback, a decode token's mask end is
+# seq_lens_decoder + 1 + j.
+UPDATE_ATTN_MASK_OFFSETS_SHADOW = OpSignature(
+    name="update_attn_mask_offsets",
+    inputs=tuple(t for t in UPDATE_ATTN_MASK_OFFSETS.inputs
+                 if t.name not in ("attn_mask_offsets_decoder", "mask_rollback")),
+    attrs=(),
+    fresh_outputs=("attn_mask_offsets",),
+)
+
 # Not a FastDeploy op: the explicit check for errors that asynchronous GPU
 # calls left on the device (any tensor on that device names it; unchanged).
 RAISE_PENDING_ERRORS = OpSignature(
@@ -189,9 +236,11 @@ DEFAULT_FORM = "rollback"
 
 # Each form's ops by name, in the order they are registered.
 FORMS: Dict[str, Dict[str, OpSignature]] = {
-    form: {s.name: s for s in (preprocess, UPDATE_ATTN_MASK_OFFSETS, RAISE_PENDING_ERRORS)}
-    for form, preprocess in (("rollback", DRAFT_MODEL_PREPROCESS),
-                             ("recompute", DRAFT_MODEL_PREPROCESS_RECOMPUTE))
+    form: {s.name: s for s in (preprocess, mask, RAISE_PENDING_ERRORS)}
+    for form, preprocess, mask in (
+        ("rollback", DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS),
+        ("recompute", DRAFT_MODEL_PREPROCESS_RECOMPUTE, UPDATE_ATTN_MASK_OFFSETS),
+        ("shadow", DRAFT_MODEL_PREPROCESS_SHADOW, UPDATE_ATTN_MASK_OFFSETS_SHADOW))
 }
 
 # The default form's ops.

@@ -191,6 +191,7 @@ Outcome run_preprocess(const std::vector<Arg>& args, const mtp::PreprocessAttrs&
   t.base_draft_cols = r.cols("base_model_draft_tokens");
   t.recompute_token_num = nullptr;  // the rollback form
   t.base_seq_lens_this_time = nullptr;
+  t.max_dec_len = nullptr;
   r.all_used();
   Outcome o;
   o.result = mtp::preprocess_batch(t, a, r.rows("seq_lens_this_time"));

@@ -2,6 +2,7 @@
 
 import dataclasses
 import inspect
+import re
 import subprocess
 import sys
 
@@ -49,9 +50,10 @@ def test_check_command_exits_zero_and_lists_everything():
     r = subprocess.run([sys.executable, "-m", "fastdeploy_mtp", "check"], cwd=REPO,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    said = r.stdout.split("== the recompute form")
-    assert len(said) == 2 and "== the rollback form" in said[0], r.stdout
-    for form, out in zip(("rollback", "recompute"), said):
+    said = re.split(r"== the (?:recompute|shadow) form", r.stdout)
+    assert len(said) == 3 and "== the rollback form" in said[0], r.stdout
+    assert r.stdout.index("== the recompute form") < r.stdout.index("== the shadow form")
+    for form, out in zip(("rollback", "recompute", "shadow"), said):
         assert f"registration matches fastdeploy_mtp/signature.py (the {form} form)" in out
         for sig in FORMS[form].values():
             assert f"{sig.name}: OK" in out
@@ -251,6 +253,15 @@ CPP_SIGNATURES = [
      "recompute:draft_model_preprocess", True),
     ("custom_ops/bench/bench_ops.cc", "void BenchBaselinePreprocessRecompute",
      "recompute:draft_model_preprocess", True),
+    ("custom_ops/draft_model_preprocess_op.cc", "void DraftModelPreprocessShadow",
+     "shadow:draft_model_preprocess", True),
+    ("custom_ops/update_attn_mask_offsets_op.cc",
+     "std::vector<paddle::Tensor> UpdateAttnMaskOffsetsShadow", "shadow:update_attn_mask_offsets",
+     True),
+    ("custom_ops/bench/bench_ops.cc", "void BenchBaselinePreprocessShadow",
+     "shadow:draft_model_preprocess", True),
+    ("custom_ops/bench/bench_ops.cc", "std::vector<paddle::Tensor> BenchBaselineMaskShadow",
+     "shadow:update_attn_mask_offsets", True),
 ]
 
 
@@ -277,7 +288,8 @@ def test_cpp_parameters_follow_table(path, opener, name, constness):
 
 
 @pytest.mark.parametrize("form,opener", [("rollback", "inline PreprocessTensors preprocess_views"),
-                                         ("recompute", "inline PreprocessTensors recompute_views")])
+                                         ("recompute", "inline PreprocessTensors recompute_views"),
+                                         ("shadow", "inline PreprocessTensors shadow_views")])
 def test_the_views_take_the_tables_tensors_in_its_order(form, opener):
     """tensor_views.h's views of a form take the tensors the rules read, a
     subsequence of that form's inputs, non-const exactly where the table

@@ -139,17 +139,30 @@ class FastDeployDraft(EagerDraft):
     (``--runner fastdeploy``)."""
 
     def __init__(self, proposer: MTPProposer, outside: sim_fastdeploy.OutsideWrites,
-                 form: str = "rollback"):
+                 form: str = "rollback", max_dec_len: int = 0):
         super().__init__(proposer)
-        self.outside, self.step = outside, 0
-        # The recompute form's recompute_token_num, FastDeploy's runner's own.
+        self.outside, self.step, self.form = outside, 0, form
+        # The recompute form's recompute_token_num and the shadow form's
+        # max_dec_len, FastDeploy's runner's own.
         self.recompute = (sim_fastdeploy.recompute_counts(proposer) if form == "recompute"
                           else None)
+        self.max_dec_len = (sim_fastdeploy.max_dec_lens(proposer, max_dec_len)
+                            if form == "shadow" else None)
 
     def prepare_inputs(self) -> bool:
         where = f"step {self.step} {self.proposer.config.role}"
         self.step += 1
-        return sim_fastdeploy.prepare_inputs(self.proposer, self.outside, where, self.recompute)
+        return sim_fastdeploy.prepare_inputs(self.proposer, self.outside, where, self.recompute,
+                                             self.max_dec_len)
+
+    def mask_offsets(self, ids: np.ndarray, cu: np.ndarray) -> np.ndarray:
+        if self.form != "shadow":
+            return super().mask_offsets(ids, cu)
+        import paddle
+
+        p = self.proposer
+        return sim_fastdeploy.shadow_mask_offsets(p, paddle.to_tensor(ids, place=p.place),
+                                                  paddle.to_tensor(cu, place=p.place)).numpy()
 
 
 @dataclass
@@ -188,7 +201,8 @@ def make_node(name, role, k, args, rng, legacy, outside=None) -> Node:
         runner = DraftRunner(args.batch, cfg.max_model_len, VOCAB, seed=0)
     # A substep feeds a request at most its prompt or k + 1 tokens.
     if outside is not None:
-        draft = FastDeployDraft(proposer, outside, getattr(args, "form", "rollback"))
+        draft = FastDeployDraft(proposer, outside, getattr(args, "form", "rollback"),
+                                args.max_dec_len)
     elif args.graphs:
         draft = CapturedDraft(proposer, args.batch * (args.max_prompt + k + 1))
     else:
@@ -280,7 +294,7 @@ def admit_new(node: Node, rng, args, handovers=None) -> List[int]:
     if not reqs:
         return []
     if node.fastdeploy:
-        sim_fastdeploy.insert(node.proposer, reqs, node.draft.recompute)
+        sim_fastdeploy.insert(node.proposer, reqs, node.draft.recompute, node.draft.form)
     else:
         node.proposer.insert(reqs)
     for k, r in enumerate(reqs):

@@ -37,11 +37,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "per-role inserts and presets (its decode node: step_idx 1, "
                         "seq_lens_decoder = prompt length, mask_rollback 1-(k-1); no release), "
                         "also counting what FastDeploy's kernels would write outside a row")
-    p.add_argument("--form", choices=["rollback", "recompute"], default="rollback",
-                   help="which of FastDeploy's forms of draft_model_preprocess runs: rollback "
-                        "(21 tensors, the default) or recompute (22, with "
-                        "recompute_token_num; FastDeploy's runner of that version: needs "
-                        "--runner fastdeploy)")
+    p.add_argument("--form", choices=["rollback", "recompute", "shadow"], default="rollback",
+                   help="which of FastDeploy's forms of the ops runs: rollback (21 tensors, "
+                        "the default), recompute (22, with recompute_token_num) or shadow "
+                        "(17, develop's: the draft's state derived from the target model's "
+                        "every step). A form other than rollback is driven by FastDeploy's "
+                        "runner of that version: needs --runner fastdeploy")
     p.add_argument("--draft-model", choices=["tiny"], default=None,
                    help="a real attention model as the draft, checked against a cache-free "
                         "recomputation at every forward (default: a scripted draft, no model)")

@@ -309,3 +309,54 @@ def repeatable_recompute_state(rng: np.random.Generator, bsz: int, *,
             out["recompute_token_num"] = np.full(N, k - 1, np.int32)
     return out
 
+
+
+def shadow_state(rng: np.random.Generator, bsz: int, *, num_model_step: int,
+                 is_splitwise_prefill: bool = False, **kwargs) -> State:
+    """A valid input of the shadow form's draft_model_preprocess: the branch
+    mix of preprocess_state (its first token at E - 1, as the form places
+    it), the base model named the target model, and each request's
+    max_dec_len drawn so that some requests reach it (target step + k >=
+    max_dec_len, skipped off a prefill node), some sit exactly one short or
+    at it, and now and then an extreme value of either int64 end."""
+    from ..signature import FORMS
+
+    k = num_model_step
+    s = preprocess_state(rng, bsz, num_model_step=k, splitwise_prefill=is_splitwise_prefill,
+                         truncate_first_token=True, **kwargs)
+    # Every request but a skipped one runs, so none has a negative
+    # seq_lens_encoder (refused for a decode).
+    np.maximum(s["seq_lens_encoder"], 0, out=s["seq_lens_encoder"])
+    step = s["base_model_step_idx"].reshape(-1)
+    N = step.shape[0]
+    limit = step + k + rng.integers(1, 50, N)       # room: the request runs
+    kind = rng.random(N)
+    limit[kind < 0.1] = step[kind < 0.1] + k        # at the limit: skipped
+    at_edge = (kind >= 0.1) & (kind < 0.2)
+    limit[at_edge] = step[at_edge] + k + 1          # one short of it: runs
+    far = kind > 0.97
+    limit[far] = rng.choice([-(2**63), 2**63 - 1], int(far.sum()))
+    s["max_dec_len"] = limit.astype(np.int64)
+    renamed = {("target_model_" + n[len("base_model_"):] if n.startswith("base_model_") else n): v
+               for n, v in s.items()}
+    return {t.name: renamed[t.name] for t in FORMS["shadow"]["draft_model_preprocess"].inputs}
+
+
+def repeatable_shadow_state(rng: np.random.Generator, bsz: int, *,
+                            num_model_step: int) -> State:
+    """A shadow-form input that stays valid through any number of calls in a
+    row (benchmarks, captured-graph replays): the draft's state is derived
+    from the target model's every call, so the first call's result is every
+    later call's too; no request is near its max_dec_len."""
+    s = shadow_state(rng, bsz, num_model_step=num_model_step)
+    s["max_dec_len"] = np.full_like(s["max_dec_len"], 2**62)
+    return s
+
+
+def shadow_mask_state(rng: np.random.Generator, bsz: int, **kwargs) -> State:
+    """mask_state without the cursor and the rollback the shadow form's
+    update_attn_mask_offsets has not."""
+    from ..signature import FORMS
+
+    s = mask_state(rng, bsz, **kwargs)
+    return {t.name: s[t.name] for t in FORMS["shadow"]["update_attn_mask_offsets"].inputs}

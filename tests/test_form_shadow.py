@@ -1,0 +1,396 @@
+"""FastDeploy's shadow form (develop's 17-tensor draft_model_preprocess and
+8-tensor update_attn_mask_offsets), in a process of its own:
+``FASTDEPLOY_MTP_FORM=shadow python -m pytest tests/test_form_shadow.py``.
+The default run starts that process (test_forms.py), since a process
+registers one form's ops."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fastdeploy_mtp import forms, ops, reference
+from fastdeploy_mtp.harness import states
+from fastdeploy_mtp.registration import differences, read_registered
+from fastdeploy_mtp.signature import FORMS
+from helpers import DEVICES, assert_states_equal, to_numpy, to_tensors
+
+pytestmark = pytest.mark.skipif(
+    ops.process_form() != "shadow",
+    reason="the shadow form runs in a process of its own (test_forms.py starts it)")
+
+SIG = FORMS["shadow"]["draft_model_preprocess"]
+MASK = FORMS["shadow"]["update_attn_mask_offsets"]
+I32_MAX, I64_MAX, I64_MIN = 2**31 - 1, 2**63 - 1, -(2**63)
+
+
+def shadow():
+    return forms.load("shadow")
+
+
+def run_op(state, k, splitwise=False, device="cpu"):
+    t = to_tensors(state, device)
+    shadow().draft_model_preprocess(**t, num_model_step=k, is_splitwise_prefill=splitwise)
+    return to_numpy(t)
+
+
+def run_ref(state, k, splitwise=False):
+    s = states.copy_state(state)
+    reference.draft_model_preprocess_shadow(**s, num_model_step=k, is_splitwise_prefill=splitwise)
+    return s
+
+
+def decode_state(k=3, bsz=2):
+    """`bsz` running decode requests, far from their length limit."""
+    s = states.shadow_state(np.random.default_rng(5), bsz, num_model_step=k)
+    s["input_ids"] = np.arange(bsz * 12, dtype=np.int64).reshape(bsz, 12)
+    for i in range(bsz):
+        s["seq_lens_encoder"][i] = 0
+        s["target_model_stop_flags"][i] = False
+        s["accept_num"][i] = 2
+        s["target_model_step_idx"][i] = 6
+        s["target_model_seq_lens_decoder"][i] = 40
+        s["max_dec_len"][i] = 1000
+        s["seq_lens_decoder"][i] = 17  # the draft's own: not read
+        s["step_idx"][i] = 3
+    return s
+
+
+def fastdeploy_test_state(rng, bsz):
+    """The state FastDeploy's own op test draws (in our words): a mix of
+    prefills and decodes, draft_tokens of 4 columns, accept_num in [1, 4],
+    100 columns of input_ids, pre_ids and accept_tokens, the target's
+    lengths and steps in [11, 100), max_dec_len 200 and num_model_step 10."""
+    i64, i32 = np.int64, np.int32
+    enc = rng.integers(0, 100, bsz).astype(i32)
+    return {
+        "draft_tokens": rng.integers(0, 100, (bsz, 4)).astype(i64),
+        "input_ids": rng.integers(0, 100, (bsz, 100)).astype(i64),
+        "stop_flags": np.zeros(bsz, bool),
+        "seq_lens_this_time": rng.integers(0, 100, bsz).astype(i32),
+        "seq_lens_encoder": enc,
+        "seq_lens_decoder": rng.integers(0, 100, bsz).astype(i32),
+        "step_idx": rng.integers(0, 100, bsz).astype(i64),
+        "not_need_stop": np.zeros(1, bool),
+        "pre_ids": rng.integers(0, 100, (bsz, 100)).astype(i64),
+        "accept_tokens": rng.integers(0, 100, (bsz, 100)).astype(i64),
+        "accept_num": rng.integers(1, 5, bsz).astype(i32),
+        "target_model_seq_lens_encoder": enc.copy(),
+        "target_model_seq_lens_decoder": rng.integers(11, 100, bsz).astype(i32),
+        "target_model_step_idx": rng.integers(11, 100, bsz).astype(i64),
+        "target_model_stop_flags": np.zeros(bsz, bool),
+        "max_dec_len": np.full(bsz, 200, i64),
+        "target_model_draft_tokens": np.zeros((bsz, 10), i64),
+    }
+
+
+# ---------------------------------------------------------------------------
+# Registration and the positional calls FastDeploy makes
+
+
+def test_registered_as_fastdeploy_registers_the_shadow_form():
+    lib = ops.load_library()
+    reg = read_registered("draft_model_preprocess")
+    assert differences(SIG, reg) == []
+    assert len(reg.inputs) == 17 and reg.inputs[15] == "max_dec_len"
+    assert [a[0] for a in reg.attrs] == ["num_model_step", "is_splitwise_prefill"]
+    assert reg.outputs == ("draft_tokens_out", "input_ids_out", "stop_flags_out",
+                           "seq_lens_this_time_out", "seq_lens_encoder_out",
+                           "seq_lens_decoder_out", "step_idx_out", "not_need_stop_out",
+                           "pre_ids_out")
+    mask = read_registered("update_attn_mask_offsets")
+    assert differences(MASK, mask) == []
+    assert len(mask.inputs) == 8 and "mask_rollback" not in mask.inputs
+    assert lib is shadow().library
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("splitwise", [False, True])
+@pytest.mark.parametrize("bsz", [10, 1024, 1025])
+def test_the_raw_op_called_positionally_as_fastdeploy_s_test_does(device, splitwise, bsz):
+    """FastDeploy's kernel refuses more than 1024 requests; ours takes any batch."""
+    s = fastdeploy_test_state(np.random.default_rng(bsz + splitwise), bsz)
+    t = to_tensors(s, device)
+    ops.load_library().draft_model_preprocess(*[t[n] for n in SIG.input_names], 10, splitwise)
+    assert_states_equal(to_numpy(t), run_ref(s, 10, splitwise), f"bsz={bsz}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_raw_mask_op_called_positionally_as_fastdeploy_does(device):
+    s = states.shadow_mask_state(np.random.default_rng(2), 40)
+    t = to_tensors(s, device)
+    outs = ops.load_library().update_attn_mask_offsets(*[t[n] for n in MASK.input_names])
+    want = states.copy_state(s)
+    want_out = reference.update_attn_mask_offsets_shadow(**want)
+    out = outs[0] if isinstance(outs, (list, tuple)) else outs
+    np.testing.assert_array_equal(out.numpy(), want_out)
+    assert_states_equal(to_numpy(t), want)
+
+
+def test_the_default_form_s_wrappers_say_which_to_call():
+    s = states.preprocess_state(np.random.default_rng(0), 2, num_model_step=2)
+    with pytest.raises(RuntimeError, match=r"forms.load\('shadow'\).draft_model_preprocess"):
+        ops.draft_model_preprocess(**to_tensors(s), num_model_step=2, truncate_first_token=False,
+                                   splitwise_prefill=False, kvcache_scheduler_v1=True)
+    m = states.mask_state(np.random.default_rng(0), 2)
+    with pytest.raises(RuntimeError, match=r"forms.load\('shadow'\).update_attn_mask_offsets"):
+        ops.update_attn_mask_offsets(**to_tensors(m))
+
+
+def test_another_form_in_this_process_is_refused():
+    for other in ("rollback", "recompute"):
+        with pytest.raises(RuntimeError, match="process of its own"):
+            ops.load_library(other)
+        with pytest.raises(RuntimeError, match="process of its own"):
+            forms.load(other)
+
+
+# ---------------------------------------------------------------------------
+# The rules, case by case
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_decode_takes_its_state_from_the_target_model(device):
+    k = 3
+    s = decode_state(k)
+    s["accept_tokens"][0, :2] = [71, 72]
+    got = run_op(s, k, device=device)
+    assert got["seq_lens_decoder"][0] == 40 - 2 and got["step_idx"][0] == 6 - 2
+    assert got["seq_lens_this_time"][0] == 2 and not got["stop_flags"][0]
+    assert got["draft_tokens"][0, :2].tolist() == [71, 72]
+    assert got["pre_ids"][0, 4:6].tolist() == [71, 72]  # the columns before the target step
+    assert (got["target_model_draft_tokens"][:, 1:] == -1).all()
+    assert got["not_need_stop"][0]
+    assert_states_equal(got, run_ref(s, k))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("splitwise", [False, True])
+def test_a_prefill_places_the_first_token_at_e_minus_1(device, splitwise):
+    k = 2
+    s = decode_state(k)
+    s["seq_lens_encoder"][0] = 5
+    s["accept_tokens"][0, 0] = 99
+    got = run_op(s, k, splitwise, device)
+    assert got["input_ids"][0, 4] == 99 and got["pre_ids"][0, 0] == 99
+    assert got["seq_lens_this_time"][0] == 5 and got["step_idx"][0] == 6 - 1
+    assert got["seq_lens_encoder"][0] == 5 and got["seq_lens_decoder"][0] == 17  # kept
+    assert_states_equal(got, run_ref(s, k, splitwise))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("splitwise", [False, True])
+@pytest.mark.parametrize("room,skipped", [(0, True), (-5, True), (1, False)])
+def test_a_request_at_its_length_limit_is_skipped_off_a_prefill_node(device, splitwise, room,
+                                                                       skipped):
+    """Skipped when target_model_step_idx + num_model_step >= max_dec_len, but
+    on a prefill node, which runs every request the target model runs."""
+    k = 3
+    s = decode_state(k)
+    s["max_dec_len"][0] = 6 + k + room
+    got = run_op(s, k, splitwise, device)
+    if skipped and not splitwise:
+        assert got["stop_flags"][0]
+        assert (got["seq_lens_this_time"][0], got["seq_lens_decoder"][0],
+                got["seq_lens_encoder"][0], got["step_idx"][0]) == (0, 0, 0, 0)
+    else:
+        assert not got["stop_flags"][0] and got["seq_lens_decoder"][0] == 38
+    assert (got["target_model_draft_tokens"][:, 1:] == -1).all()  # on every node
+    assert_states_equal(got, run_ref(s, k, splitwise))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("splitwise", [False, True])
+def test_a_stopped_target_skips_the_request_on_every_node(device, splitwise):
+    k = 2
+    s = decode_state(k, bsz=1)
+    s["target_model_stop_flags"][0] = True
+    got = run_op(s, k, splitwise, device)
+    assert got["stop_flags"][0] and got["step_idx"][0] == 0 and not got["not_need_stop"][0]
+    assert_states_equal(got, run_ref(s, k, splitwise))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("step,skipped", [(I64_MAX, True), (I64_MAX - 2, True),
+                                          (I64_MAX - 3, True), (I64_MAX - 4, False)])
+def test_the_length_limit_compare_cannot_overflow(device, step, skipped):
+    """target step + k past INT64_MAX is at the limit whatever max_dec_len is."""
+    k = 3
+    s = decode_state(k, bsz=1)
+    s["accept_num"][0] = 0
+    s["target_model_step_idx"][0] = step
+    s["max_dec_len"][0] = I64_MAX
+    got = run_op(s, k, device=device)
+    assert bool(got["stop_flags"][0]) == skipped
+    assert got["step_idx"][0] == (0 if skipped else step)
+    assert_states_equal(got, run_ref(s, k))
+
+
+# ---------------------------------------------------------------------------
+# Against the reference
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+@pytest.mark.parametrize("splitwise", [False, True])
+def test_matches_the_reference(device, k, splitwise):
+    rng = np.random.default_rng(100 * k + splitwise)
+    for bsz in (1, 7, 64, 300, 1100):
+        s = states.shadow_state(rng, bsz, num_model_step=k, is_splitwise_prefill=splitwise,
+                                extra_rows=2)
+        assert_states_equal(run_op(s, k, splitwise, device), run_ref(s, k, splitwise),
+                            f"bsz={bsz}")
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 40), k=st.integers(1, 5),
+       splitwise=st.booleans())
+def test_property_matches_the_reference(seed, bsz, k, splitwise):
+    s = states.shadow_state(np.random.default_rng(seed), bsz, num_model_step=k,
+                            is_splitwise_prefill=splitwise, column_vectors=True)
+    assert_states_equal(run_op(s, k, splitwise), run_ref(s, k, splitwise))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_mask_op_numbers_decode_tokens_from_seq_lens_decoder(device):
+    s = states.shadow_mask_state(np.random.default_rng(9), 3,
+                                 branches=["decode", "prompt", "decode"])
+    s["seq_lens_decoder"][0], s["seq_lens_this_time"][0] = 30, 3
+    s["cu_seqlens_q"] = np.cumsum([0] + list(s["seq_lens_this_time"])).astype(np.int32)
+    s["ids_remove_padding"] = np.zeros(int(s["cu_seqlens_q"][-1]), np.int64)
+    t = to_tensors(s, device)
+    out = shadow().update_attn_mask_offsets(**t).numpy()
+    assert out[1:6:2].tolist() == [31, 32, 33]
+    want = states.copy_state(s)
+    np.testing.assert_array_equal(out, reference.update_attn_mask_offsets_shadow(**want))
+    assert_states_equal(to_numpy(t), want)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 30), short_cu=st.booleans())
+def test_property_the_mask_op_matches_the_reference(seed, bsz, short_cu):
+    s = states.shadow_mask_state(np.random.default_rng(seed), bsz, short_cu=short_cu,
+                                 column_vectors=True, padding_tokens=seed % 3)
+    t = to_tensors(s)
+    out = shadow().update_attn_mask_offsets(**t).numpy()
+    want = states.copy_state(s)
+    np.testing.assert_array_equal(out, reference.update_attn_mask_offsets_shadow(**want))
+    assert_states_equal(to_numpy(t), want)
+
+
+# ---------------------------------------------------------------------------
+# Refused, with nothing changed
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case,message", [
+    ("prefill_step", "draft_model_preprocess: request 1: step_idx: the new value "
+                     "target_model_step_idx - 1 = -9223372036854775808 - 1 leaves the int64 "
+                     "range"),
+    ("decoder", "draft_model_preprocess: request 1: seq_lens_decoder: the new value "
+                "-2147483650 leaves the int32 range (seq_lens_decoder = 17, "
+                "target_model_seq_lens_decoder = -2147483648, accept_num = 2)"),
+    ("window", "draft_model_preprocess: request 1: pre_ids: the 2 accepted tokens (accept_num) "
+               "go to the columns before target_model_step_idx = 1, outside pre_ids'"),
+    ("accept_num", "draft_model_preprocess: request 1: accept_num: -1 is outside [0, min("),
+    ("column", "draft_model_preprocess: request 1: input_ids: the first token goes to column"),
+    ("max_dec_len_dtype", "draft_model_preprocess: max_dec_len must be int64, got int32"),
+])
+def test_refused_whole_and_unchanged(device, case, message):
+    k = 3
+    s = decode_state(k)
+    if case == "prefill_step":
+        s["seq_lens_encoder"][1] = 4
+        s["target_model_step_idx"][1] = I64_MIN
+        s["max_dec_len"][1] = I64_MAX
+    elif case == "decoder":
+        s["target_model_seq_lens_decoder"][1] = -(2**31)
+    elif case == "window":
+        s["target_model_step_idx"][1] = 1
+    elif case == "accept_num":
+        s["accept_num"][1] = -1
+    elif case == "column":
+        s["seq_lens_encoder"][1] = s["input_ids"].shape[1] + 1
+    else:
+        s["max_dec_len"] = s["max_dec_len"].astype(np.int32)
+    t = to_tensors(s, device)
+    with pytest.raises(ops.BadInputError) as e:
+        shadow().draft_model_preprocess(**t, num_model_step=k, is_splitwise_prefill=False)
+    assert str(e.value).splitlines()[0].startswith(message), str(e.value)
+    assert_states_equal(to_numpy(t), s)
+    if case != "max_dec_len_dtype":
+        with pytest.raises(ops.BadInputError):
+            run_ref(s, k)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_mask_end_past_int32_is_refused_unchanged(device):
+    s = states.shadow_mask_state(np.random.default_rng(1), 2, branches=["decode", "decode"])
+    s["seq_lens_this_time"][:] = [1, 2]
+    s["cu_seqlens_q"] = np.array([0, 1, 3], np.int32)
+    s["ids_remove_padding"] = np.zeros(3, np.int64)
+    s["seq_lens_decoder"][1] = I32_MAX - 1
+    t = to_tensors(s, device)
+    with pytest.raises(ops.BadInputError, match=r"request 1: attn_mask_offsets: the offsets "
+                                                r"would reach 2147483646 \+ seq_lens_this_time 2"):
+        shadow().update_attn_mask_offsets(**t)
+    assert_states_equal(to_numpy(t), s)
+    with pytest.raises(ops.BadInputError):
+        reference.update_attn_mask_offsets_shadow(**states.copy_state(s))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", ["none", "overlap", "short", "grad"])
+def test_max_dec_len_hostile_arguments_are_refused_unchanged(device, case):
+    k = 2
+    s = decode_state(k, bsz=3)
+    t = to_tensors(s, device)
+    if case == "none":
+        t["max_dec_len"] = None
+        words = "max_dec_len"
+    elif case == "overlap":
+        t["max_dec_len"] = t["step_idx"]  # a written tensor passed again
+        words = "overlap"
+    elif case == "short":
+        t["max_dec_len"] = to_tensors({"x": s["max_dec_len"][:2]}, device)["x"]
+        words = "max_dec_len"
+    else:
+        t["target_model_draft_tokens"].stop_gradient = False
+        words = "requires grad"
+    before = {n: (v.numpy().copy() if v is not None else None) for n, v in t.items()}
+    with pytest.raises(ops.BadInputError, match=words):
+        shadow().draft_model_preprocess(**t, num_model_step=k, is_splitwise_prefill=False)
+    for n, v in t.items():
+        if v is not None and before[n] is not None:
+            np.testing.assert_array_equal(v.numpy(), before[n], err_msg=n)
+
+
+# ---------------------------------------------------------------------------
+# In the loop: FastDeploy's runner of this version, the tiny model and the oracle
+
+
+def run_loop(**kw):
+    from fastdeploy_mtp.harness import simulate
+    from helpers import sim_args
+
+    a = sim_args(**{"steps": 40, "batch": 6, "runner": "fastdeploy", "form": "shadow",
+                    "draft_model": "tiny", "image_prob": 0.5, "seed": 1, **kw})
+    return simulate.run(a, legacy=False, print_rows=False)
+
+
+@pytest.mark.parametrize("mode", ["mixed", "pd"])
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_the_loop_is_exact_through_end_tokens_block_steps_and_resumes(mode, k):
+    """The draft's state is the target model's every step, so nothing a draft
+    end token, a block step or a decode-node preset leaves behind can move it."""
+    t = run_loop(mode=mode, num_model_steps=k, draft_eos_prob=0.3, block_prob=0.2,
+                 finish_prob=0.1)
+    assert t.model.tokens > 100 and t.rolled_back > 20
+    assert t.violations == 0, t.first_violation
+    assert t.model.disagreements == 0, t.model.first
+    assert t.outside.total == 0, t.outside.first
+
+
+def test_requests_at_their_length_limit_stop_drafting_and_stay_exact():
+    t = run_loop(mode="mixed", num_model_steps=3, max_dec_len=6, steps=30)
+    assert t.violations == 0 and t.model.disagreements == 0, t.first_violation
