@@ -82,14 +82,19 @@ step "registration check" "matches|DIFFER" python3 -m fastdeploy_mtp check
 if [ "${SKIP_PYTEST:-0}" != 1 ]; then
   step "pytest (CPU and GPU)" "passed|failed" python3 -m pytest -q -p no:cacheprovider tests
 fi
-step "the recompute form's tests (CPU and GPU)" "passed|failed" \
-  env FASTDEPLOY_MTP_FORM=recompute python3 -m pytest -q -p no:cacheprovider \
-  tests/test_form_recompute.py
-for tool in memcheck racecheck synccheck; do
-  step "$tool over the recompute form's GPU cases" "ERROR SUMMARY|RACECHECK SUMMARY|HAZARD|passed|failed" \
-    env FASTDEPLOY_MTP_FORM=recompute compute-sanitizer --tool $tool --error-exitcode 3 \
-    python3 -m pytest -q -p no:cacheprovider tests/test_form_recompute.py -k "gpu"
+for form in recompute shadow; do
+  step "the $form form's tests (CPU and GPU)" "passed|failed" \
+    env FASTDEPLOY_MTP_FORM=$form python3 -m pytest -q -p no:cacheprovider \
+    tests/test_form_$form.py
+  for tool in memcheck racecheck synccheck; do
+    step "$tool over the $form form's GPU cases" "ERROR SUMMARY|RACECHECK SUMMARY|HAZARD|passed|failed" \
+      env FASTDEPLOY_MTP_FORM=$form compute-sanitizer --tool $tool --error-exitcode 3 \
+      python3 -m pytest -q -p no:cacheprovider tests/test_form_$form.py -k "gpu"
+  done
 done
+step "simulate --device gpu, the shadow form, tiny model, PD, images" "OK|FAILED|draft model" \
+  python3 -m fastdeploy_mtp simulate --device gpu --runner fastdeploy --form shadow \
+  --draft-model tiny --mode pd -k 3 --image-prob 0.5 --steps 40 --quiet
 fuzz=(python3 tests/gpu_fuzz.py --seed "${FUZZ_SEED:-2026}")
 step "memcheck over fuzz" "ERROR SUMMARY|gpu_fuzz" \
   compute-sanitizer --tool memcheck --error-exitcode 3 "${fuzz[@]}" --iterations 60
@@ -128,6 +133,8 @@ step "memcheck over simulate --device gpu --graphs" "ERROR SUMMARY" \
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   benches=("bench --device gpu" "bench-gpu --rounds ${BENCH_ROUNDS:-7}")
   [ "${SKIP_NUMPY_BENCH:-0}" = 1 ] && benches=("bench-gpu --rounds ${BENCH_ROUNDS:-7}")
+  benches+=("bench-gpu --form recompute --rounds ${BENCH_ROUNDS:-7}"
+            "bench-gpu --form shadow --rounds ${BENCH_ROUNDS:-7}")
   for b in "${benches[@]}"; do
     step "python -m fastdeploy_mtp $b" "." python3 -m fastdeploy_mtp $b
     { echo; echo "python -m fastdeploy_mtp $b"; echo

@@ -5,8 +5,10 @@ namespace {
 
 __global__ void empty_kernel() {}
 
-__global__ void baseline_preprocess_kernel(mtp::PreprocessTensors t, mtp::PreprocessAttrs a,
-                                           int64_t bsz, bool* not_need_stop) {
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads)
+    baseline_preprocess_kernel(mtp::PreprocessTensors t, mtp::PreprocessAttrs a, int64_t bsz,
+                               bool* not_need_stop) {
   const int64_t i = threadIdx.x;
   int running = 0;
   if (i < bsz) running = mtp::apply_preprocess(t, mtp::plan_preprocess(t, a, i), i) ? 1 : 0;
@@ -71,8 +73,13 @@ cudaError_t launch_empty(cudaStream_t stream) {
 
 cudaError_t launch_baseline_preprocess(const mtp::PreprocessTensors& t,
                                        const mtp::PreprocessAttrs& a, int64_t bsz,
-                                       bool* not_need_stop_device, cudaStream_t stream) {
-  baseline_preprocess_kernel<<<1, 512, 0, stream>>>(t, a, bsz, not_need_stop_device);
+                                       bool* not_need_stop_device, cudaStream_t stream,
+                                       int threads) {
+  if (threads == 1024) {
+    baseline_preprocess_kernel<1024><<<1, 1024, 0, stream>>>(t, a, bsz, not_need_stop_device);
+  } else {
+    baseline_preprocess_kernel<512><<<1, 512, 0, stream>>>(t, a, bsz, not_need_stop_device);
+  }
   return cudaGetLastError();
 }
 

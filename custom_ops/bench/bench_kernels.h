@@ -16,13 +16,15 @@ cudaError_t launch_late_bump(int32_t* x, int64_t n, cudaStream_t stream);
 // One empty kernel: the least any op that launches can cost.
 cudaError_t launch_empty(cudaStream_t stream);
 
-// FastDeploy's launch shape: one block of 512 threads, thread i handles
-// request i and nothing checks anything, so requests past 511 are skipped.
-// The per-request work is ours (mtp_bookkeeping.h), so only the launch and the
-// flag's round trip differ from the product.
+// FastDeploy's launch shape: one block of `threads` threads (512, or the
+// shadow form's 1024), thread i handles request i and nothing checks
+// anything, so requests past the block are skipped. The per-request work is
+// ours (mtp_bookkeeping.h), so only the launch and the flag's round trip
+// differ from the product.
 cudaError_t launch_baseline_preprocess(const mtp::PreprocessTensors& t,
                                        const mtp::PreprocessAttrs& a, int64_t bsz,
-                                       bool* not_need_stop_device, cudaStream_t stream);
+                                       bool* not_need_stop_device, cudaStream_t stream,
+                                       int threads = 512);
 
 // FastDeploy's update_attn_mask_offsets: the output zeroed by a fill kernel
 // shaped as Paddle's (paddle::full launches one), then one block of 512

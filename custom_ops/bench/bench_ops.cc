@@ -39,18 +39,20 @@ namespace {
 // device in a captured step, else goes there and back as Paddle copies.
 void run_baseline_preprocess(const mtp::PreprocessTensors& t, const mtp::PreprocessAttrs& a,
                              const paddle::Tensor& seq_lens_this_time,
-                             paddle::Tensor& not_need_stop, const paddle::Tensor& draft_tokens) {
+                             paddle::Tensor& not_need_stop, const paddle::Tensor& draft_tokens,
+                             int threads = 512) {
   if (!not_need_stop.is_cpu()) {  // a captured step's form: the flag stays on the device
     mtp::cuda_check(mtp_bench::launch_baseline_preprocess(t, a, seq_lens_this_time.shape()[0],
                                                           not_need_stop.data<bool>(),
-                                                          draft_tokens.stream()),
+                                                          draft_tokens.stream(), threads),
                     "bench_baseline_preprocess", "launch");
     return;
   }
   // As FastDeploy does: the host flag goes to the device and back as Paddle copies.
   paddle::Tensor flag = not_need_stop.copy_to(draft_tokens.place(), false);
   mtp::cuda_check(mtp_bench::launch_baseline_preprocess(t, a, seq_lens_this_time.shape()[0],
-                                                        flag.data<bool>(), draft_tokens.stream()),
+                                                        flag.data<bool>(), draft_tokens.stream(),
+                                                        threads),
                   "bench_baseline_preprocess", "launch");
   paddle::Tensor back = flag.copy_to(paddle::CPUPlace(), true);
   *not_need_stop.data<bool>() = back.data<bool>()[0];
@@ -105,6 +107,44 @@ void BenchBaselinePreprocessRecompute(
 }
 
 // Adds 1 to every element of the int32 tensor x, late (launch_late_bump).
+// The shadow form's, launched as FastDeploy launches it: one block of 1024
+// threads.
+void BenchBaselinePreprocessShadow(
+    paddle::Tensor& draft_tokens, paddle::Tensor& input_ids, paddle::Tensor& stop_flags,
+    paddle::Tensor& seq_lens_this_time, paddle::Tensor& seq_lens_encoder,
+    paddle::Tensor& seq_lens_decoder, paddle::Tensor& step_idx, paddle::Tensor& not_need_stop,
+    paddle::Tensor& pre_ids, const paddle::Tensor& accept_tokens,
+    const paddle::Tensor& accept_num, const paddle::Tensor&,
+    const paddle::Tensor& target_model_seq_lens_decoder,
+    const paddle::Tensor& target_model_step_idx, const paddle::Tensor& target_model_stop_flags,
+    const paddle::Tensor& max_dec_len, const paddle::Tensor& target_model_draft_tokens,
+    int num_model_step, bool is_splitwise_prefill) {
+  const mtp::PreprocessTensors t = mtp::shadow_views(
+      draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
+      seq_lens_decoder, step_idx, pre_ids, accept_tokens, accept_num,
+      target_model_seq_lens_decoder, target_model_step_idx, target_model_stop_flags, max_dec_len,
+      target_model_draft_tokens);
+  const mtp::PreprocessAttrs a{num_model_step, true, is_splitwise_prefill, false};
+  run_baseline_preprocess(t, a, seq_lens_this_time, not_need_stop, draft_tokens, 1024);
+}
+
+// The shadow form's update_attn_mask_offsets (8 tensors), launched as the others.
+std::vector<paddle::Tensor> BenchBaselineMaskShadow(
+    const paddle::Tensor& ids_remove_padding, const paddle::Tensor& seq_lens_this_time,
+    const paddle::Tensor& seq_lens_encoder, const paddle::Tensor& seq_lens_decoder,
+    const paddle::Tensor& cu_seqlens_q, const paddle::Tensor& attn_mask_offsets_full,
+    const paddle::Tensor& is_block_step, paddle::Tensor& decode_states) {
+  paddle::Tensor out =
+      mtp::fresh_mask_output(ids_remove_padding.shape()[0], ids_remove_padding.place());
+  const mtp::MaskTensors t = mtp::shadow_mask_views(
+      ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, cu_seqlens_q,
+      attn_mask_offsets_full, is_block_step, decode_states, out);
+  mtp::cuda_check(mtp_bench::launch_baseline_mask(t, seq_lens_this_time.shape()[0],
+                                                  ids_remove_padding.stream()),
+                  "bench_baseline_mask_shadow", "launch");
+  return {out};
+}
+
 std::vector<paddle::Tensor> BenchBaselineMask(
     const paddle::Tensor& ids_remove_padding, const paddle::Tensor& seq_lens_this_time,
     const paddle::Tensor& seq_lens_encoder, const paddle::Tensor& seq_lens_decoder,
@@ -240,6 +280,17 @@ PD_BUILD_OP(bench_baseline_preprocess_recompute)
     .Attrs({MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_ATTRS})
     .SetInplaceMap({MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_INPLACE})
     .SetKernelFn(PD_KERNEL(BenchBaselinePreprocessRecompute));
+PD_BUILD_OP(bench_baseline_preprocess_shadow)
+    .Inputs({MTP_SHADOW_DRAFT_MODEL_PREPROCESS_INPUTS})
+    .Outputs({MTP_SHADOW_DRAFT_MODEL_PREPROCESS_OUTPUTS})
+    .Attrs({MTP_SHADOW_DRAFT_MODEL_PREPROCESS_ATTRS})
+    .SetInplaceMap({MTP_SHADOW_DRAFT_MODEL_PREPROCESS_INPLACE})
+    .SetKernelFn(PD_KERNEL(BenchBaselinePreprocessShadow));
+PD_BUILD_OP(bench_baseline_mask_shadow)
+    .Inputs({MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_INPUTS})
+    .Outputs({MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_OUTPUTS})
+    .SetInplaceMap({MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_INPLACE})
+    .SetKernelFn(PD_KERNEL(BenchBaselineMaskShadow));
 PD_BUILD_OP(bench_floor_preprocess)
     .Inputs(PREPROCESS_INPUTS)
     .Outputs(PREPROCESS_OUTPUTS)

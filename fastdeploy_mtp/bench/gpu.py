@@ -40,6 +40,7 @@ import numpy as np
 from .. import _build, ops, reference
 from ..buffers import tensors
 from ..harness import states
+from ..signature import FORMS
 
 K = 3
 
@@ -50,6 +51,8 @@ def bench_library():
 
     d = _build.SOURCE_DIR / "bench"
     flags = _build.compile_flags(True)
+    # Every form's baseline is in this one library, so its rules know every form.
+    flags = {k: v + ["-DMTP_ALL_FORMS"] for k, v in flags.items()}
     out = _build.cache_root() / ("bench-" + _build.source_hash(True, d))
     out.mkdir(parents=True, exist_ok=True)
     return load(name="fastdeploy_mtp_bench_ops",
@@ -110,6 +113,8 @@ def _check_floor_signatures() -> None:
               "bench_agreement_preprocess")]
     pairs.append((FORMS["recompute"]["draft_model_preprocess"],
                   "bench_baseline_preprocess_recompute"))
+    pairs.append((FORMS["shadow"]["draft_model_preprocess"], "bench_baseline_preprocess_shadow"))
+    pairs.append((FORMS["shadow"]["update_attn_mask_offsets"], "bench_baseline_mask_shadow"))
     pairs += [(UPDATE_ATTN_MASK_OFFSETS, n) for n in
               ("bench_floor_mask", "bench_empty_mask", "bench_agreement_mask",
                "bench_baseline_mask")]
@@ -119,16 +124,28 @@ def _check_floor_signatures() -> None:
         raise RuntimeError("benchmark ops differ from the ops' signatures:\n" + "\n".join(problems))
 
 
-def _baseline_correct(lib, s, attrs, place, form: str = "rollback") -> bool:
-    t = tensors(s, place)
+# Each form's FastDeploy-shaped preprocess, the reference it must agree with,
+# its repeatable state and its attributes.
+def _form_parts(lib, form: str):
+    attrs = dict(num_model_step=K, truncate_first_token=False, splitwise_prefill=False,
+                 kvcache_scheduler_v1=True)
+    if form == "shadow":
+        return (lib.bench_baseline_preprocess_shadow, reference.draft_model_preprocess_shadow,
+                states.repeatable_shadow_state, dict(num_model_step=K, is_splitwise_prefill=False))
     if form == "recompute":
-        lib.bench_baseline_preprocess_recompute(*t.values(), *attrs.values())
-        want = states.copy_state(s)
-        reference.draft_model_preprocess_recompute(**want, **attrs)
-        return all(np.array_equal(t[n].numpy(), want[n]) for n in s)
-    lib.bench_baseline_preprocess(*t.values(), *attrs.values())
+        return (lib.bench_baseline_preprocess_recompute,
+                reference.draft_model_preprocess_recompute, states.repeatable_recompute_state,
+                attrs)
+    return (lib.bench_baseline_preprocess, reference.draft_model_preprocess,
+            states.repeatable_preprocess_state, attrs)
+
+
+def _baseline_correct(lib, s, attrs, place, form: str = "rollback") -> bool:
+    shaped, ref, _, _ = _form_parts(lib, form)
+    t = tensors(s, place)
+    shaped(*t.values(), *attrs.values())
     want = states.copy_state(s)
-    reference.draft_model_preprocess(**want, **attrs)
+    ref(**want, **attrs)
     return all(np.array_equal(t[n].numpy(), want[n]) for n in s)
 
 
@@ -226,14 +243,16 @@ def _replay_us(graph, steps_in_graph: int, replays: int) -> float:
     return (time.perf_counter() - t0) / (replays * steps_in_graph) * 1e6
 
 
-def _baseline_mask_correct(lib, m, place) -> bool:
+def _baseline_mask_correct(lib, m, place, form: str = "rollback") -> bool:
     """Whether the FastDeploy-shaped mask call gives the reference's output
     and state (it checks nothing, but on valid states it must agree)."""
+    shadow = form == "shadow"
     t = tensors(m, place)
-    out = lib.bench_baseline_mask(*t.values())
+    out = (lib.bench_baseline_mask_shadow if shadow else lib.bench_baseline_mask)(*t.values())
     out = out[0] if isinstance(out, (list, tuple)) else out
     want = states.copy_state(m)
-    want_out = reference.update_attn_mask_offsets(**want)
+    want_out = (reference.update_attn_mask_offsets_shadow if shadow
+                else reference.update_attn_mask_offsets)(**want)
     return (np.array_equal(out.numpy(), want_out)
             and all(np.array_equal(t[n].numpy(), want[n]) for n in m))
 
@@ -258,8 +277,8 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
     place = paddle.CUDAPlace(0)
     lib = bench_library()
     _check_floor_signatures()
-    attrs = dict(num_model_step=K, truncate_first_token=False, splitwise_prefill=False,
-                 kvcache_scheduler_v1=True)
+    shaped_preprocess, _, repeatable, attrs = _form_parts(lib, form)
+    floor_attrs = _form_parts(lib, "rollback")[3]
     rng = np.random.default_rng(1)
     probe = paddle.to_tensor(np.zeros(8, np.int32), place=place)
     print_fn("")
@@ -271,12 +290,9 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
         prompts += f", the {form} form"
     from .. import forms
 
-    ours_preprocess = (ops.draft_model_preprocess if form == "rollback"
-                       else forms.load(form).draft_model_preprocess)
-    shaped_preprocess = (lib.bench_baseline_preprocess if form == "rollback"
-                         else getattr(lib, f"bench_baseline_preprocess_{form}"))
-    repeatable = (states.repeatable_preprocess_state if form == "rollback"
-                  else states.repeatable_recompute_state)
+    form_ops = forms.load(form)
+    mask_names = FORMS[form]["update_attn_mask_offsets"].input_names
+    shaped_mask_op = lib.bench_baseline_mask_shadow if form == "shadow" else lib.bench_baseline_mask
     print_fn(f"captured step (CUDA graph replay): draft_model_preprocess + {MASK_CALLS} x "
              f"update_attn_mask_offsets, {prompts}, per step (us); {steps_in_graph} steps a "
              f"graph, medians of {rounds} rounds of {replays} replays")
@@ -286,34 +302,44 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
     print_fn("|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---|")
     for bsz in bsz_list:
         s = repeatable(rng, bsz, num_model_step=K)
-        m = states.mask_state(rng, bsz, mask_cols=mask_cols)
+        m_all = states.mask_state(rng, bsz, mask_cols=mask_cols)
         if widen:
-            m = states.widen_mask_full(m, widen)
+            m_all = states.widen_mask_full(m_all, widen)
+        m = {n: m_all[n] for n in mask_names}  # the form's tensors
         tokens = m["ids_remove_padding"].shape[0]
         pre, mask = tensors(s, place, True), tensors(m, place)
-        # The agreeing launches take the rollback form's tensors (they only agree).
-        rollback_pre = {n: t for n, t in pre.items() if n != "recompute_token_num"}
-        ours_preprocess(**pre, **attrs)  # warm-up: error record, grid scratch
+        form_ops.draft_model_preprocess(**pre, **attrs)  # warm-up: error record, grid scratch
         with _Env({"FASTDEPLOY_MTP_ASYNC_MASK": "1"}):
-            ops.update_attn_mask_offsets(**mask)
+            form_ops.update_attn_mask_offsets(**mask)
         ops.raise_pending_errors(probe)
-        agreeing = lambda: (lib.bench_agreement_preprocess(*rollback_pre.values(),  # noqa: E731
-                                                           *attrs.values()),
-                            [lib.bench_agreement_mask(*mask.values()) for _ in range(MASK_CALLS)])
+        # The agreeing launches take the rollback form's tensors (they only
+        # agree, and read nothing but the batch's sizes): the form's own but
+        # recompute_token_num, or for the shadow form a rollback state of as
+        # many requests; and the mask state with its cursor.
+        if form == "shadow":
+            floor_pre = tensors(states.repeatable_preprocess_state(rng, bsz, num_model_step=K),
+                                place, True)
+        else:
+            floor_pre = {n: t for n, t in pre.items() if n != "recompute_token_num"}
+        floor_mask = tensors(m_all, place)
+        agreeing = lambda: (lib.bench_agreement_preprocess(*floor_pre.values(),  # noqa: E731
+                                                           *floor_attrs.values()),
+                            [lib.bench_agreement_mask(*floor_mask.values())
+                             for _ in range(MASK_CALLS)])
         agreeing()  # warm-up: the agreement launches' scratch
         shaped_pre, shaped_mask = tensors(s, place, True), tensors(m, place)
         fastdeploy = lambda: (  # noqa: E731
             shaped_preprocess(*shaped_pre.values(), *attrs.values()),
-            [lib.bench_baseline_mask(*shaped_mask.values()) for _ in range(MASK_CALLS)])
-        correct = (_baseline_mask_correct(lib, m, place)
+            [shaped_mask_op(*shaped_mask.values()) for _ in range(MASK_CALLS)])
+        correct = (_baseline_mask_correct(lib, m, place, form)
                    and _baseline_correct(lib, s, attrs, place, form))
         ours, empty, floor = graphs.CUDAGraph(), graphs.CUDAGraph(), graphs.CUDAGraph()
         shaped = graphs.CUDAGraph()
         ours.capture_begin()
         for _ in range(steps_in_graph):
-            ours_preprocess(**pre, **attrs)
+            form_ops.draft_model_preprocess(**pre, **attrs)
             for _ in range(MASK_CALLS):
-                ops.update_attn_mask_offsets(**mask)
+                form_ops.update_attn_mask_offsets(**mask)
         ours.capture_end()
         empty.capture_begin()
         for _ in range(steps_in_graph * (1 + MASK_CALLS)):
