@@ -49,7 +49,7 @@ def executable() -> Path:
         raise RuntimeError("no C++ compiler: the op library itself needs one to build")
     out = Path(tempfile.mkdtemp(prefix="fastdeploy_mtp_guarded_")) / "guarded_cpu"
     atexit.register(shutil.rmtree, out.parent, True)
-    subprocess.run([compiler, *_build.compile_flags(cuda=False)["cxx"],
+    subprocess.run([compiler, *_build.compile_flags(cuda=False)["cxx"], "-DMTP_ALL_FORMS",
                     *_build.UNDEFINED_BEHAVIOUR_FLAGS, str(SOURCE), "-o", str(out)],
                    check=True, capture_output=True, text=True)
     return out
@@ -108,7 +108,7 @@ _SERVER = _Server()
 
 
 def _request(sig: OpSignature, arrays: dict, attrs: dict) -> bytes:
-    parts = [struct.pack("<q", OP_IDS[sig.name])]
+    parts = [struct.pack("<q", OP_IDS[sig.name]), struct.pack("<q", len(sig.attrs))]
     parts += [struct.pack("<q", int(attrs[a.name])) for a in sig.attrs]
     parts.append(struct.pack("<q", len(sig.inputs)))
     for arg in sig.inputs:
@@ -141,6 +141,6 @@ def call(sig: OpSignature, arrays: dict, attrs: dict | None = None):
     for n in names:
         a = arrays[n]
         a.reshape(-1)[...] = np.frombuffer(answer.after[n], a.dtype).reshape(-1)
-    if sig is DRAFT_MODEL_PREPROCESS:
+    if sig.name == DRAFT_MODEL_PREPROCESS.name:  # any form's
         return None
     return np.frombuffer(answer.out, np.int32).copy()

@@ -10,10 +10,14 @@
 // against the page before it; both runs must leave the same bytes.
 //
 // Little-endian int64 fields ("s" a string: its length, then its bytes):
-//   call:   op (1 preprocess, 2 update_attn_mask_offsets), attrs (4 for
-//           preprocess: num_model_step, truncate_first_token,
-//           splitwise_prefill, kvcache_scheduler_v1), count, then each tensor
-//           argument: s name, element bytes, rows, columns, bytes
+//   call:   op (1 preprocess, 2 update_attn_mask_offsets), the number of
+//           attrs, then each (preprocess: num_model_step, truncate_first_token,
+//           splitwise_prefill, kvcache_scheduler_v1; the shadow form's two:
+//           num_model_step, is_splitwise_prefill), count, then each tensor
+//           argument: s name, element bytes, rows, columns, bytes. The form is
+//           told by the tensors sent (recompute_token_num, max_dec_len; a mask
+//           call without attn_mask_offsets_decoder is the shadow form's), and
+//           the driver is built with MTP_ALL_FORMS so every form's rules run.
 //   answer: code (0: applied), request, v[4], s field (refused: the words
 //           before the first ':'), then each tensor's bytes after the call in
 //           the call's order, then attn_mask_offsets' bytes (none if refused)
@@ -114,6 +118,11 @@ class Run {
     return reinterpret_cast<T*>(buffers_[k]->data());
   }
   int64_t cols(const char* name) { return args_[find(name)].cols; }
+  bool has(const char* name) const {
+    for (const Arg& a : args_)
+      if (a.name == name) return true;
+    return false;
+  }
   int64_t rows(const char* name) { return args_[find(name)].rows; }
   // An argument the op never reads: its memory is not handed over.
   void unread(const char* name) { used_[find(name)] = true; }
@@ -162,6 +171,11 @@ struct Outcome {
 
 Outcome run_preprocess(const std::vector<Arg>& args, const mtp::PreprocessAttrs& a, bool at_end) {
   Run r(args, at_end);
+  const bool shadow = r.has("max_dec_len"), recompute = r.has("recompute_token_num");
+  // The shadow form names the base model the target model.
+  auto base = [&](const char* name) {
+    return std::string(shadow ? "target_model_" : "base_model_") + name;
+  };
   mtp::PreprocessTensors t;
   t.draft_tokens = r.ptr<int64_t>("draft_tokens");
   t.draft_cols = r.cols("draft_tokens");
@@ -173,25 +187,30 @@ Outcome run_preprocess(const std::vector<Arg>& args, const mtp::PreprocessAttrs&
   t.seq_lens_decoder = r.ptr<int32_t>("seq_lens_decoder");
   t.step_idx = r.ptr<int64_t>("step_idx");
   bool* not_need_stop = r.ptr<bool>("not_need_stop");
-  t.is_block_step = r.ptr<bool>("is_block_step");
-  t.batch_drop = r.ptr<bool>("batch_drop");
+  // The tensors the shadow form has not stay null.
+  t.is_block_step = shadow ? nullptr : r.ptr<bool>("is_block_step");
+  t.batch_drop = shadow ? nullptr : r.ptr<bool>("batch_drop");
   t.pre_ids = r.ptr<int64_t>("pre_ids");
   t.pre_cols = r.cols("pre_ids");
-  t.mask_rollback = r.ptr<int32_t>("mask_rollback");
+  t.mask_rollback = shadow ? nullptr : r.ptr<int32_t>("mask_rollback");
   t.accept_tokens = r.ptr<int64_t>("accept_tokens");
   t.accept_cols = r.cols("accept_tokens");
   t.accept_num = r.ptr<int32_t>("accept_num");
-  r.unread("base_model_seq_lens_this_time");
-  r.unread("base_model_seq_lens_encoder");
-  t.base_seq_lens_decoder = r.ptr<int32_t>("base_model_seq_lens_decoder");
-  t.base_step_idx = r.ptr<int64_t>("base_model_step_idx");
-  t.base_stop_flags = r.ptr<bool>("base_model_stop_flags");
-  t.base_is_block_step = r.ptr<bool>("base_model_is_block_step");
-  t.base_draft_tokens = r.ptr<int64_t>("base_model_draft_tokens");
-  t.base_draft_cols = r.cols("base_model_draft_tokens");
-  t.recompute_token_num = nullptr;  // the rollback form
   t.base_seq_lens_this_time = nullptr;
-  t.max_dec_len = nullptr;
+  if (recompute) {
+    t.base_seq_lens_this_time = r.ptr<int32_t>("base_model_seq_lens_this_time");
+  } else if (!shadow) {
+    r.unread("base_model_seq_lens_this_time");
+  }
+  r.unread(base("seq_lens_encoder").c_str());
+  t.base_seq_lens_decoder = r.ptr<int32_t>(base("seq_lens_decoder").c_str());
+  t.base_step_idx = r.ptr<int64_t>(base("step_idx").c_str());
+  t.base_stop_flags = r.ptr<bool>(base("stop_flags").c_str());
+  t.base_is_block_step = shadow ? nullptr : r.ptr<bool>("base_model_is_block_step");
+  t.base_draft_tokens = r.ptr<int64_t>(base("draft_tokens").c_str());
+  t.base_draft_cols = r.cols(base("draft_tokens").c_str());
+  t.recompute_token_num = recompute ? r.ptr<int32_t>("recompute_token_num") : nullptr;
+  t.max_dec_len = shadow ? r.ptr<int64_t>("max_dec_len") : nullptr;
   r.all_used();
   Outcome o;
   o.result = mtp::preprocess_batch(t, a, r.rows("seq_lens_this_time"));
@@ -212,11 +231,13 @@ Outcome run_mask(const std::vector<Arg>& args, bool at_end) {
   t.cu_entries = r.rows("cu_seqlens_q") * r.cols("cu_seqlens_q");
   t.mask_full = r.ptr<int32_t>("attn_mask_offsets_full");
   t.mask_full_cols = r.cols("attn_mask_offsets_full");
-  t.mask_decoder = r.ptr<int32_t>("attn_mask_offsets_decoder");
+  // The shadow form's call has no cursor and no rollback (both stay null).
+  const bool shadow = !r.has("attn_mask_offsets_decoder");
+  t.mask_decoder = shadow ? nullptr : r.ptr<int32_t>("attn_mask_offsets_decoder");
   t.is_block_step = r.ptr<bool>("is_block_step");
   t.decode_states = r.ptr<int32_t>("decode_states");
   t.decode_states_cols = r.cols("decode_states");
-  t.mask_rollback = r.ptr<int32_t>("mask_rollback");
+  t.mask_rollback = shadow ? nullptr : r.ptr<int32_t>("mask_rollback");
   r.all_used();
   // The op's fresh output, filled with a value no rule writes, so that an
   // entry left unwritten shows.
@@ -255,11 +276,19 @@ int main(int argc, char** argv) {
     const int64_t op = read_i64();
     if (op != mtp::kPreprocessOp && op != mtp::kMaskOp) die("unknown op " + std::to_string(op));
     mtp::PreprocessAttrs attrs{};
-    if (op == mtp::kPreprocessOp) {
+    const int64_t n_attrs = read_i64();
+    if (n_attrs != (op == mtp::kPreprocessOp ? 4 : 0) && !(op == mtp::kPreprocessOp && n_attrs == 2))
+      die("bad attribute count " + std::to_string(n_attrs));
+    if (n_attrs == 4) {
       attrs.num_model_step = static_cast<int32_t>(read_i64());
       attrs.truncate_first_token = read_i64() != 0;
       attrs.splitwise_prefill = read_i64() != 0;
       attrs.kvcache_scheduler_v1 = read_i64() != 0;
+    } else if (n_attrs == 2) {  // the shadow form's, as its binding passes them
+      attrs.num_model_step = static_cast<int32_t>(read_i64());
+      attrs.truncate_first_token = true;
+      attrs.splitwise_prefill = read_i64() != 0;
+      attrs.kvcache_scheduler_v1 = false;
     }
     const int64_t count = read_i64();
     if (count < 0 || count > 32) die("bad argument count");

@@ -12,6 +12,7 @@ from fastdeploy_mtp import forms, ops, reference
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
+import guarded
 from helpers import DEVICES, assert_states_equal, to_numpy, to_tensors
 
 pytestmark = pytest.mark.skipif(
@@ -191,6 +192,21 @@ def test_matches_the_reference(device, k, truncate, splitwise, v1):
                                    truncate_first_token=truncate, extra_rows=2)
         attrs = attrs_of(k, truncate, splitwise, v1)
         assert_states_equal(run_op(s, attrs, device), run_ref(s, attrs), f"bsz={bsz}")
+
+
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("splitwise", [False, True])
+def test_the_guarded_driver_matches_the_reference(k, splitwise):
+    """The CPU driver with every tensor between inaccessible pages
+    (tests/guarded.py): no read or write outside a tensor, on either side."""
+    rng = np.random.default_rng(11 * k + splitwise)
+    for bsz in (1, 9, 200):
+        s = states.recompute_state(rng, bsz, num_model_step=k, splitwise_prefill=splitwise,
+                                   extra_rows=1)
+        attrs = attrs_of(k, splitwise=splitwise)
+        got = states.copy_state(s)
+        guarded.call(SIG, got, attrs)
+        assert_states_equal(got, run_ref(s, attrs), f"bsz={bsz}")
 
 
 @settings(max_examples=60, deadline=None)

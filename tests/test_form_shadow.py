@@ -13,6 +13,7 @@ from fastdeploy_mtp import forms, ops, reference
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
+import guarded
 from helpers import DEVICES, assert_states_equal, to_numpy, to_tensors
 
 pytestmark = pytest.mark.skipif(
@@ -240,6 +241,60 @@ def test_matches_the_reference(device, k, splitwise):
                                 extra_rows=2)
         assert_states_equal(run_op(s, k, splitwise, device), run_ref(s, k, splitwise),
                             f"bsz={bsz}")
+
+
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("splitwise", [False, True])
+def test_the_guarded_driver_matches_the_reference(k, splitwise):
+    """The CPU driver with every tensor between inaccessible pages
+    (tests/guarded.py): no read or write outside a tensor, on either side."""
+    rng = np.random.default_rng(7 * k + splitwise)
+    for bsz in (1, 9, 200):
+        s = states.shadow_state(rng, bsz, num_model_step=k, is_splitwise_prefill=splitwise,
+                                extra_rows=1)
+        got = states.copy_state(s)
+        guarded.call(SIG, got, dict(num_model_step=k, is_splitwise_prefill=splitwise))
+        assert_states_equal(got, run_ref(s, k, splitwise), f"bsz={bsz}")
+        m = states.shadow_mask_state(rng, bsz, padding_tokens=2)
+        got, want = states.copy_state(m), states.copy_state(m)
+        out = guarded.call(MASK, got)
+        np.testing.assert_array_equal(out, reference.update_attn_mask_offsets_shadow(**want))
+        assert_states_equal(got, want)
+
+
+@pytest.mark.parametrize("case", ["prefill_step", "decoder", "window", "accept_num", "column",
+                                  "flush"])
+def test_the_guarded_driver_refuses_at_the_edges_and_writes_inside_at_them(case):
+    """Each write at the last column it may take is made, one past it is
+    refused; either way nothing lands outside a tensor."""
+    k = 3
+    s = decode_state(k)
+    P, L = s["pre_ids"].shape[1], s["input_ids"].shape[1]
+    bad = True
+    if case == "prefill_step":
+        s["seq_lens_encoder"][1], s["target_model_step_idx"][1] = 4, I64_MIN
+        s["max_dec_len"][1] = I64_MAX
+    elif case == "decoder":
+        s["target_model_seq_lens_decoder"][1] = -(2**31)
+    elif case == "window":
+        s["target_model_step_idx"][1] = P + 1  # the window's end one past pre_ids
+    elif case == "accept_num":
+        s["accept_num"][1] = min(s["accept_tokens"].shape[1], s["draft_tokens"].shape[1]) + 1
+    elif case == "column":
+        s["seq_lens_encoder"][1] = L + 1
+    else:  # at the edges, all inside: the first token in the last column, the window flush
+        s["seq_lens_encoder"][0], s["target_model_step_idx"][1] = L, P
+        bad = False
+    got = states.copy_state(s)
+    attrs = dict(num_model_step=k, is_splitwise_prefill=False)
+    if bad:
+        with pytest.raises(ops.BadInputError, match="request 1"):
+            guarded.call(SIG, got, attrs)
+        assert_states_equal(got, s)
+    else:
+        guarded.call(SIG, got, attrs)
+        assert got["input_ids"][0, L - 1] == s["accept_tokens"][0, 0]
+        assert_states_equal(got, run_ref(s, k))
 
 
 @settings(max_examples=60, deadline=None)
