@@ -18,7 +18,7 @@ constexpr const char* kOp = "draft_model_preprocess";
 constexpr mtp::Access W = mtp::Access::kWritten, R = mtp::Access::kRead,
                       U = mtp::Access::kUnread;
 
-// Both forms' checks, in input order; `recompute` is the recompute form's
+// The rollback and recompute forms' checks, in input order; `recompute` is the recompute form's
 // recompute_token_num (null in the rollback form, which never reads
 // base_model_seq_lens_this_time).
 void check_inputs(mtp::ArgChecker& c, int64_t bsz, const paddle::Tensor& draft_tokens,

@@ -81,7 +81,9 @@ def _preprocess(
     base_model_stop_flags, base_model_is_block_step, base_model_draft_tokens,
     num_model_step, truncate_first_token, splitwise_prefill, kvcache_scheduler_v1,
 ) -> None:
-    """Both forms; recompute_token_num None is the rollback form."""
+    """The rollback and recompute forms; recompute_token_num None is the
+    rollback form. (The shadow form's rules share little with these:
+    draft_model_preprocess_shadow.)"""
     op = "draft_model_preprocess"
     if num_model_step < 1:
         raise BadInputError(f"{op}: num_model_step must be >= 1, got {num_model_step}")

@@ -376,7 +376,7 @@ def main(args) -> int:
         print(f"{problem}. `bench --device cpu` times the CPU path", file=sys.stderr)
         return 2
     if args.form != "rollback":
-        # The other form's process: its captured step against FastDeploy's launch of it.
+        # Another form's process: its captured step against FastDeploy's launch of it.
         ops.load_library(args.form)
         graph_table(args.bsz or GRAPH_BSZ, rounds=args.rounds, form=args.form)
         return 0
