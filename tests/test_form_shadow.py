@@ -420,6 +420,47 @@ def test_max_dec_len_hostile_arguments_are_refused_unchanged(device, case):
             np.testing.assert_array_equal(v.numpy(), before[n], err_msg=n)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", SIG.written)
+def test_every_written_tensor_requiring_grad_is_refused_unchanged(device, name):
+    """target_model_draft_tokens too, which FastDeploy writes without declaring it."""
+    k = 2
+    s = decode_state(k, bsz=3)
+    t = to_tensors(s, device)
+    t[name].stop_gradient = False
+    with pytest.raises(ops.BadInputError, match=f"{name} is written in place but requires grad"):
+        shadow().draft_model_preprocess(**t, num_model_step=k, is_splitwise_prefill=False)
+    assert_states_equal(to_numpy(t), s)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name,written", [("seq_lens_decoder", True), ("max_dec_len", False)])
+def test_a_non_contiguous_view_is_refused_where_written_and_taken_where_read(device, name,
+                                                                             written):
+    import paddle
+
+    from helpers import place_of
+
+    k = 2
+    s = decode_state(k, bsz=3)
+    t = to_tensors(s, device)
+    wide = np.zeros(6, s[name].dtype)
+    wide[::2] = s[name]
+    t[name] = paddle.to_tensor(wide, place=place_of(device))[::2]
+    if not hasattr(t[name], "is_contiguous") or t[name].is_contiguous():
+        pytest.skip("this Paddle copies a strided slice: no non-contiguous views")
+    call = lambda: shadow().draft_model_preprocess(**t, num_model_step=k,  # noqa: E731
+                                                   is_splitwise_prefill=False)
+    if written:
+        with pytest.raises(ops.BadInputError, match=f"{name} is written in place but is a "
+                                                    "non-contiguous view"):
+            call()
+        assert_states_equal(to_numpy(t), s)
+    else:
+        call()
+        assert_states_equal(to_numpy(t), run_ref(s, k))
+
+
 # ---------------------------------------------------------------------------
 # In the loop: FastDeploy's runner of this version, the tiny model and the oracle
 
