@@ -251,7 +251,8 @@ MTP_HD bool clears_base_draft(bool shadow, const PreprocessAttrs& a) {
 // same reason a running prefill is never parked: a draft that was parked when
 // its request finished would otherwise leave is_block_step set, and the mask
 // op would skip the next request's prompt. The recompute form is a drop-in
-// for FastDeploy's own op, which does neither: its prefill keeps both.
+// for FastDeploy's own op, which does neither: its prefill keeps both. (The
+// shadow form has neither.)
 MTP_HD void plan_first_token(PreprocessPlan& p, int32_t E, bool truncate) {
   p.prefill = true;
   if (!p.recompute & !p.shadow) {
