@@ -47,7 +47,9 @@ __device__ __forceinline__ T* address_now(T* p, bool exists) {
 // null `base` is a tensor the form does not have, and stays null.
 template <typename T>
 __device__ __forceinline__ T* row_now(T* base, int64_t i, int64_t cols, bool exists) {
-  if (kShadowBuild && base == nullptr) return nullptr;
+#if MTP_SHADOW_BUILD
+  if (base == nullptr) return nullptr;
+#endif
   return address_now(base + i * cols, exists && cols > 0) - i * cols;
 }
 

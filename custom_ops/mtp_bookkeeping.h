@@ -179,12 +179,15 @@ struct PreprocessTensors {
 // with MTP_ALL_FORMS). Elsewhere the shadow form's branches are compiled
 // out, so that the other forms' kernels have no branch on the form between
 // their loads (a branch there can hold a load back until the one before it
-// returns: see load_now).
+// returns: see load_now). Where the mask kernels meet the form (plan_mask,
+// finish_mask_request, row_now) the preprocessor chooses the lines: a test
+// of the constant kShadowBuild there still changed their generated code.
 #if defined(MTP_FORM_SHADOW) || defined(MTP_ALL_FORMS)
-constexpr bool kShadowBuild = true;
+#define MTP_SHADOW_BUILD 1
 #else
-constexpr bool kShadowBuild = false;
+#define MTP_SHADOW_BUILD 0
 #endif
+constexpr bool kShadowBuild = MTP_SHADOW_BUILD;
 
 // Which of FastDeploy's forms a view is of: the recompute form carries
 // recompute_token_num, the shadow form max_dec_len.
@@ -678,10 +681,15 @@ MTP_HD MaskPlan plan_mask(const MaskTensors& t, int64_t i) {
   p.n = load_now(t.seq_lens_this_time + i);
   p.encoder = E;
   p.decoder = S;
+#if MTP_SHADOW_BUILD
   // The shadow form's cursor is the request's KV positions, with nothing to roll back.
   const bool shadow = shadow_form(t);
   p.cursor = shadow ? S : load_now(t.mask_decoder + i);
   p.rollback = shadow ? 0 : load_now(t.mask_rollback + i);
+#else
+  p.cursor = load_now(t.mask_decoder + i);
+  p.rollback = load_now(t.mask_rollback + i);
+#endif
   // Selects, not branches: the GPU compiler moved the read of state0 into the
   // branch that uses it, after the reads that decide the branch had returned
   // (a second round trip to memory for a prompt request, seen in the SASS).
@@ -824,7 +832,11 @@ MTP_HD void write_decode_state(const MaskTensors& t, const MaskPlan& p, int64_t 
 // After its tokens: a decode request's cursor has consumed the rollback and
 // advances past them.
 MTP_HD void finish_mask_request(const MaskTensors& t, const MaskPlan& p, int64_t i) {
+#if MTP_SHADOW_BUILD
   if (p.branch != kDecode || shadow_form(t)) return;
+#else
+  if (p.branch != kDecode) return;
+#endif
   t.mask_rollback[i] = 0;
   t.mask_decoder[i] = mask_cursor(p) + p.n;
 }
