@@ -31,6 +31,36 @@ def _vec(a: np.ndarray) -> np.ndarray:
     return a.reshape(a.shape[0])
 
 
+def _check_first_token(op, i, col, L, A, P, writes_pre_ids0):
+    """A prefill reads accept_tokens[i, 0] and writes input_ids[i, col] (and,
+    where it does, pre_ids[i, 0]); seq_lens_this_time becomes col + 1."""
+    if A < 1:
+        raise _bad(op, i, "accept_tokens", f"has {A} columns, no column 0")
+    if col >= L or col >= INT32_MAX:
+        raise _bad(op, i, "input_ids", f"first token column {col} >= {L} columns")
+    if writes_pre_ids0 and P < 1:
+        raise _bad(op, i, "pre_ids", f"has {P} columns, no column 0")
+
+
+def _check_refeed(op, i, E, a, end, A, D, P) -> int:
+    """A decode re-feeds its a accepted tokens into draft_tokens and the
+    pre_ids columns [end - a, end); returns end - a."""
+    if E < 0:
+        raise _bad(op, i, "seq_lens_encoder", f"{E} is negative")
+    if not 0 <= a <= min(A, D):
+        raise _bad(op, i, "accept_num", f"{a} outside [0, min({A}, {D})]")
+    first = end - a
+    if a > 0 and not (0 <= first and first + a <= P):
+        raise _bad(op, i, "pre_ids", f"[{first}, {first + a}) outside [0, {P})")
+    return first
+
+
+def _check_new_length(op, i, new_S):
+    # Only representable: a negative new length is written as it is.
+    if not INT32_MIN <= new_S <= INT32_MAX:
+        raise _bad(op, i, "seq_lens_decoder", f"new value {new_S} leaves int32")
+
+
 def draft_model_preprocess(
     draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
     seq_lens_decoder, step_idx, not_need_stop, is_block_step, batch_drop, pre_ids,
@@ -121,25 +151,14 @@ def _preprocess(
         plan = dict(running=running, prefill=prefill, parked=parked, dropped=dropped)
         if prefill:
             col = E - 1 if truncate_first_token else E
-            if A < 1:
-                raise _bad(op, i, "accept_tokens", f"has {A} columns, no column 0")
-            if col >= L or col >= INT32_MAX:
-                raise _bad(op, i, "input_ids", f"first token column {col} >= {L} columns")
-            if not splitwise_prefill and P < 1:
-                raise _bad(op, i, "pre_ids", f"has {P} columns, no column 0")
+            _check_first_token(op, i, col, L, A, P, not splitwise_prefill)
             # The rollback form's prefill starts a new mask history: a rollback
             # left in the slot by an earlier request is dropped, so the new one
             # is 0 and needs no check. The recompute form's keeps it.
             plan["col"] = col
         elif running:
             a = int(acc_num[i])
-            if E < 0:
-                raise _bad(op, i, "seq_lens_encoder", f"{E} is negative")
-            if not 0 <= a <= min(A, D):
-                raise _bad(op, i, "accept_num", f"{a} outside [0, min({A}, {D})]")
-            first = int(base_step[i]) - a
-            if a > 0 and not (0 <= first and first + a <= P):
-                raise _bad(op, i, "pre_ids", f"[{first}, {first + a}) outside [0, {P})")
+            first = _check_refeed(op, i, E, a, int(base_step[i]), A, D, P)
             # The tokens a normal decode rolls back: k - 1, or the recompute form's r.
             back = (min(int(recompute[i]), max(int(base_n[i]) - 2, 0)) if recompute_form
                     else k - 1)
@@ -148,8 +167,7 @@ def _preprocess(
             else:
                 new_S, new_step = S - back, int(step[i]) - back
             # Only representable: a negative new length or step is written as it is.
-            if not INT32_MIN <= new_S <= INT32_MAX:
-                raise _bad(op, i, "seq_lens_decoder", f"new value {new_S} leaves int32")
+            _check_new_length(op, i, new_S)
             if not INT64_MIN <= new_step <= INT64_MAX:
                 raise _bad(op, i, "step_idx", f"new value {new_step} leaves int64")
             if not recompute_form:
@@ -249,26 +267,14 @@ def draft_model_preprocess_shadow(
         if skip:
             pass
         elif E > 0:
-            if A < 1:
-                raise _bad(op, i, "accept_tokens", f"has {A} columns, no column 0")
-            if E - 1 >= L:
-                raise _bad(op, i, "input_ids", f"first token column {E - 1} >= {L} columns")
-            if P < 1:
-                raise _bad(op, i, "pre_ids", f"has {P} columns, no column 0")
+            _check_first_token(op, i, E - 1, L, A, P, True)
             if ts - 1 < INT64_MIN:
                 raise _bad(op, i, "step_idx", f"new value {ts - 1} leaves int64")
         else:
             a = int(acc_num[i])
-            if E < 0:
-                raise _bad(op, i, "seq_lens_encoder", f"{E} is negative")
-            if not 0 <= a <= min(A, D):
-                raise _bad(op, i, "accept_num", f"{a} outside [0, min({A}, {D})]")
-            first = ts - a
-            if a > 0 and not (0 <= first and first + a <= P):
-                raise _bad(op, i, "pre_ids", f"[{first}, {first + a}) outside [0, {P})")
+            first = _check_refeed(op, i, E, a, ts, A, D, P)
             new_S = int(t_dec[i]) - a
-            if not INT32_MIN <= new_S <= INT32_MAX:
-                raise _bad(op, i, "seq_lens_decoder", f"new value {new_S} leaves int32")
+            _check_new_length(op, i, new_S)
             plan.update(a=a, first=first, new_S=new_S)
         plans.append(plan)
 
