@@ -34,6 +34,11 @@ CUDA_SOURCES = ("mtp_kernels.cu",)
 CUDA_ARCH_FLAGS = ("-gencode", "arch=compute_90,code=sm_90", "-gencode", "arch=compute_90,code=compute_90")
 
 
+class BuildError(RuntimeError):
+    """The op library could not be found, built or loaded. Its message is one
+    line that says why and what to do; the command line prints it alone."""
+
+
 
 
 def _has_sources(folder: Path) -> bool:
