@@ -215,7 +215,7 @@ __device__ void group_writes_mask(const MaskTensors& t, const MaskPlan& p, int64
     const int32_t j = p.n - left;
     o[end_entry(j)] = mask_token_end(t, p, i, j);
   }
-  if (writes_decode_states(p)) {
+  if (writes_decode_states(t, p)) {
     for (int64_t j = g.sub; j < t.decode_states_cols; j += g.lanes) write_decode_state(t, p, i, j);
   }
   if (g.sub == 0) finish_mask_request(t, p, i);

@@ -816,17 +816,33 @@ MTP_HD int32_t mask_token_end(const MaskTensors& t, const MaskPlan& p, int64_t i
   return decode_token_end(mask_cursor(p), j);
 }
 
-// Every decode request rewrites its row of decode_states, as FastDeploy's
-// kernel does: a column of one of its n tokens becomes 0 but keeps a 1 (another
-// multimodal mode's mark), every later column -1. Only the row's own columns
+// A decode request's row of decode_states, by the rule of FastDeploy's mask op
+// of the form's date. The ten-tensor op (FastDeploy 9018ccf74,
+// custom_ops/gpu_ops/update_attn_mask_offsets.cu lines 68-77) rewrites the row
+// only for a decode of more than one token: 0 for its tokens' columns, -1
+// after. The eight-tensor op of the shadow form (7a6c28781, the same file's
+// decode branch) rewrites it for every decode, and a column of one of its
+// tokens that holds 1 becomes -1 instead of 0. Only the row's own columns
 // are written, so n may exceed them.
-MTP_HD bool writes_decode_states(const MaskPlan& p) { return p.branch == kDecode; }
-MTP_HD int32_t decode_state(int32_t old, int64_t j, int32_t n) {
-  return j < n ? (old == 1 ? 1 : 0) : -1;
+MTP_HD bool writes_decode_states(const MaskTensors& t, const MaskPlan& p) {
+#if MTP_SHADOW_BUILD
+  if (shadow_form(t)) return p.branch == kDecode;
+#endif
+  return p.branch == kDecode && p.n > 1;
+}
+MTP_HD int32_t decode_state(int64_t j, int32_t n) { return j < n ? 0 : -1; }
+MTP_HD int32_t shadow_decode_state(int32_t old, int64_t j, int32_t n) {
+  return j < n && old != 1 ? 0 : -1;
 }
 MTP_HD void write_decode_state(const MaskTensors& t, const MaskPlan& p, int64_t i, int64_t j) {
   int32_t* states = t.decode_states + i * t.decode_states_cols;
-  states[j] = decode_state(states[j], j, p.n);
+#if MTP_SHADOW_BUILD
+  if (shadow_form(t)) {
+    states[j] = shadow_decode_state(states[j], j, p.n);
+    return;
+  }
+#endif
+  states[j] = decode_state(j, p.n);
 }
 
 // After its tokens: a decode request's cursor has consumed the rollback and
@@ -855,7 +871,7 @@ MTP_HD void apply_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
     const int32_t cursor = mask_cursor(p);
     for (int32_t j = 0; j < p.n; ++j) out[end_entry(j)] = decode_token_end(cursor, j);
   }
-  if (writes_decode_states(p)) {
+  if (writes_decode_states(t, p)) {
     for (int64_t j = 0; j < t.decode_states_cols; ++j) write_decode_state(t, p, i, j);
   }
   finish_mask_request(t, p, i);

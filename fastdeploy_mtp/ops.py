@@ -387,9 +387,9 @@ def update_attn_mask_offsets(
     ``ids_remove_padding``): the odd entry of each token of a prompt request is
     ``attn_mask_offsets_full[i, j] + 1`` (``seq_lens_decoder + n`` in vision
     generation); a decode request first consumes ``mask_rollback`` from its
-    cursor ``attn_mask_offsets_decoder``, then numbers its tokens from it, and
-    rewrites its row of ``decode_states`` (0 for each of its tokens' columns, a
-    1 kept; -1 after them). All other entries are 0. Updates
+    cursor ``attn_mask_offsets_decoder``, then numbers its tokens from it; a
+    decode of more than one token rewrites its row of ``decode_states`` (0 for
+    each of its tokens' columns, -1 after them). All other entries are 0. Updates
     ``attn_mask_offsets_decoder``, ``decode_states`` and ``mask_rollback`` in
     place. ``cu_seqlens_q`` may hold ``bsz + 1`` prefix sums or ``bsz`` (the
     last request then ends at ``T``).

@@ -407,8 +407,19 @@ def _mask(
             for j in range(n):
                 out[(q + j) * 2 + 1] = cursor[i] + 1 + j
             cursor[i] += n
-            # Every decode request: its tokens' columns 0 (a 1 is kept), the rest -1.
-            row = decode_states[i]
-            row[:n] = np.where(row[:n] == 1, 1, 0)
-            row[n:] = -1
+            _write_decode_states(decode_states[i], n, shadow=attn_mask_offsets_decoder is None)
     return out
+
+
+def _write_decode_states(row, n, shadow):
+    """A decode request's row of decode_states. The ten-tensor op (FastDeploy
+    9018ccf74, update_attn_mask_offsets.cu lines 68-77) writes it only when the
+    request feeds more than one token: its tokens' columns 0, the rest -1. The
+    shadow form's eight-tensor op (7a6c28781, the same file's decode branch)
+    writes it for every decode, and a 1 among its tokens' columns becomes -1."""
+    if shadow:
+        row[:n] = np.where(row[:n] == 1, -1, 0)
+        row[n:] = -1
+    elif n > 1:
+        row[:n] = 0
+        row[n:] = -1

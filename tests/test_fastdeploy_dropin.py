@@ -157,17 +157,19 @@ def test_preprocess_outputs_follow_the_inputs():
 
 
 # ---------------------------------------------------------------------------
-# decode_states: FastDeploy's rule
+# decode_states: the rule of FastDeploy's ten-tensor mask op
 
 
 DECODE_STATE_CASES = [
-    # (row before, tokens n, row after)
-    ([-1, -1], 1, [0, -1]),          # FastDeploy's newest op test: a one-token decode
-    ([1, 1, 2], 1, [1, -1, -1]),     # a 1 is kept, the rest -1
-    ([0, 1, 3], 2, [0, 1, -1]),
-    ([2, 3, 1, 1], 3, [0, 0, 1, -1]),
-    ([1, 2], 0, [-1, -1]),           # no tokens: all -1
-    ([1, 3], 3, [1, 0]),             # more tokens than columns: only the row's own
+    # (row before, tokens n, row after). FastDeploy 9018ccf74,
+    # custom_ops/gpu_ops/update_attn_mask_offsets.cu lines 68-77: only a decode
+    # of more than one token rewrites its row, 0 for its tokens, -1 after.
+    ([-1, -1], 1, [-1, -1]),         # a one-token decode leaves the row as it was
+    ([1, 1, 2], 1, [1, 1, 2]),
+    ([1, 2], 0, [1, 2]),             # no tokens: untouched
+    ([0, 1, 3], 2, [0, 0, -1]),      # a 1 among the tokens' columns becomes 0
+    ([2, 3, 1, 1], 3, [0, 0, 0, -1]),
+    ([1, 3], 3, [0, 0]),             # more tokens than columns: only the row's own
 ]
 
 
@@ -186,6 +188,54 @@ def test_decode_states_follow_fastdeploy(device, before, n, after):
     np.testing.assert_array_equal(got["decode_states"][0], after)
     np.testing.assert_array_equal(got["decode_states"][1], [3] * Ds)  # a prompt's row: untouched
     assert_states_equal(got, run_mask_ref(s)[1])
+
+
+# FastDeploy's own unit test of this op (9018ccf74,
+# tests/operators/test_update_attn_mask.py, lines 250-310), restated: each case
+# builds cu_seqlens_q of bsz entries (exclusive prefix sums), a mask table
+# counting 0, 1, 2, ... row after row, the cursor seeded with
+# seq_lens_decoder, decode_states all -1 (or column 0 = 2 for the vision
+# case), no rollback, and compares both outputs with its own model of the
+# kernel. Our expected values are worked out by hand from that kernel.
+FASTDEPLOY_MASK_TEST_CASES = {
+    # name: (this_time, encoder, decoder, mask columns, decode_states columns,
+    #        vision, expected odd entries, expected decode_states)
+    "stop": ([1], [0], [0], 4, 2, False, [0], [[-1, -1]]),
+    "prefill": ([3], [3], [0], 8, 4, False, [1, 2, 3], [[-1] * 4]),
+    "vision generation": ([2], [2], [5], 8, 4, True, [7, 7], [[2, -1, -1, -1]]),
+    "decode": ([2], [0], [7], 8, 6, False, [8, 9], [[0, 0, -1, -1, -1, -1]]),
+    # Request 2 decodes one token: its row is left as it was.
+    "mixed batch": ([2, 4, 1], [0, 4, 0], [5, 0, 1], 12, 2, False,
+                    [6, 7, 13, 14, 15, 16, 2], [[0, 0], [-1, -1], [-1, -1]]),
+}
+
+
+@pytest.mark.parametrize("device", WITH_GUARDED)
+@pytest.mark.parametrize("case", sorted(FASTDEPLOY_MASK_TEST_CASES))
+def test_fastdeploy_s_own_mask_op_cases(device, case):
+    n, enc, dec, M, Ds, vision, ends, after = FASTDEPLOY_MASK_TEST_CASES[case]
+    bsz, T = len(n), sum(n)
+    s = {
+        "ids_remove_padding": np.zeros(T, np.int64),
+        "seq_lens_this_time": np.array(n, np.int32),
+        "seq_lens_encoder": np.array(enc, np.int32),
+        "seq_lens_decoder": np.array(dec, np.int32),
+        "cu_seqlens_q": np.concatenate([[0], np.cumsum(n)[:-1]]).astype(np.int32),
+        "attn_mask_offsets_full": np.arange(bsz * M, dtype=np.int32).reshape(bsz, M),
+        "attn_mask_offsets_decoder": np.array(dec, np.int32),
+        "is_block_step": np.zeros(bsz, bool),
+        "decode_states": np.full((bsz, Ds), -1, np.int32),
+        "mask_rollback": np.zeros(bsz, np.int32),
+    }
+    if vision:
+        s["decode_states"][:, 0] = 2
+    out, got = run_mask_op(s, device)
+    out = np.asarray(out)
+    assert out[1::2].tolist() == ends and not out[0::2].any()
+    np.testing.assert_array_equal(got["decode_states"], after)
+    want_out, want = run_mask_ref(s)
+    np.testing.assert_array_equal(out, want_out)
+    assert_states_equal(got, want)
 
 
 # ---------------------------------------------------------------------------

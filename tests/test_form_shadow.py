@@ -321,6 +321,46 @@ def test_the_mask_op_numbers_decode_tokens_from_seq_lens_decoder(device):
     assert_states_equal(to_numpy(t), want)
 
 
+SHADOW_DECODE_STATE_CASES = [
+    # (row before, tokens n, row after). FastDeploy 7a6c28781,
+    # custom_ops/gpu_ops/update_attn_mask_offsets.cu, the decode branch: every
+    # decode rewrites its row; a column of one of its tokens becomes 0 unless
+    # it holds 1, which becomes -1 like every column after its tokens.
+    ([-1, -1], 1, [0, -1]),
+    ([1, 1, 2], 1, [-1, -1, -1]),
+    ([1, 2], 0, [-1, -1]),
+    ([0, 1, 3], 2, [0, -1, -1]),
+    ([2, 3, 1, 1], 3, [0, 0, -1, -1]),
+    ([1, 3], 3, [-1, 0]),            # more tokens than columns: only the row's own
+]
+
+
+@pytest.mark.parametrize("device", DEVICES + ["guarded"])
+@pytest.mark.parametrize("before,n,after", SHADOW_DECODE_STATE_CASES)
+def test_decode_states_follow_the_eight_tensor_op(device, before, n, after):
+    Ds = len(before)
+    s = states.shadow_mask_state(np.random.default_rng(5), 2, branches=["decode", "prompt"],
+                                 prompt_tokens=1)
+    s["decode_states"] = np.array([before, [3] * Ds], np.int32)
+    s["seq_lens_this_time"] = np.array([n, 1], np.int32)
+    s["cu_seqlens_q"] = np.array([0, n, n + 1], np.int32)
+    s["ids_remove_padding"] = np.zeros(n + 1, np.int64)
+    s["seq_lens_encoder"][1] = 4
+    want = states.copy_state(s)
+    want_out = reference.update_attn_mask_offsets_shadow(**want)
+    if device == "guarded":
+        got = states.copy_state(s)
+        out = guarded.call(MASK, got)
+    else:
+        t = to_tensors(s, device)
+        out = shadow().update_attn_mask_offsets(**t).numpy()
+        got = to_numpy(t)
+    np.testing.assert_array_equal(got["decode_states"][0], after)
+    np.testing.assert_array_equal(got["decode_states"][1], [3] * Ds)  # a prompt's row: untouched
+    np.testing.assert_array_equal(out, want_out)
+    assert_states_equal(got, want)
+
+
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 30), short_cu=st.booleans())
 def test_property_the_mask_op_matches_the_reference(seed, bsz, short_cu):

@@ -195,7 +195,8 @@ def mask_state(
     dec = rng.integers(0, 300, N).astype(i32)
     block = np.zeros(N, bool)
     n = np.zeros(bsz, i32)
-    # Every value class: -1, 0, 1 (kept by a decode), 2 (vision generation), 3.
+    # Every value class: -1, 0, 1 (which the shadow form's decode turns to -1),
+    # 2 (vision generation), 3.
     states = rng.integers(-1, 4, (N, Ds)).astype(i32)
     decode_rows = []
     for i in range(bsz):
