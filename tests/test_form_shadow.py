@@ -473,8 +473,12 @@ def test_every_written_tensor_requiring_grad_is_refused_unchanged(device, name):
     assert_states_equal(to_numpy(t), s)
 
 
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("name,written", [("seq_lens_decoder", True), ("max_dec_len", False)])
+# A read view is made contiguous by Paddle before the op runs, with Paddle's
+# own kernel: on the CPU only, since Paddle 2.6.2's GPU kernels have no image
+# for every GPU (the H200's among them) and the op would then read garbage.
+@pytest.mark.parametrize("device,name,written",
+                         [(d, "seq_lens_decoder", True) for d in DEVICES]
+                         + [("cpu", "max_dec_len", False)])
 def test_a_non_contiguous_view_is_refused_where_written_and_taken_where_read(device, name,
                                                                              written):
     import paddle
