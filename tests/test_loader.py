@@ -156,6 +156,64 @@ def test_importing_the_package_and_loading_the_ops_change_no_process_wide_state(
     assert r.stdout == "checked 5\n", r.stdout
 
 
+# --- The build hash: every file a build compiles or includes ------------------
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def _compiled_and_included(sources, include_dir):
+    """The sources and, transitively, every file of ours they include (found
+    beside the including file or on the -I folder, as the compiler finds it)."""
+    seen, todo = set(), [Path(s).resolve() for s in sources]
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        for name in INCLUDE.findall(f.read_text()):
+            for d in (f.parent, include_dir):
+                if (d / name).is_file():
+                    todo.append((d / name).resolve())
+                    break
+    return seen
+
+
+def test_editing_any_file_a_build_compiles_or_includes_changes_its_hash(tmp_path, monkeypatch):
+    """In a scratch copy of custom_ops/: an edit of any source or header of
+    the CPU build, the CUDA build or the benchmark's library (custom_ops/bench)
+    builds that library afresh; an edit of anything else reuses the build."""
+    scratch = tmp_path / "custom_ops"
+    shutil.copytree(_build.SOURCE_DIR, scratch, ignore=shutil.ignore_patterns("build"))
+    monkeypatch.setattr(_build, "SOURCE_DIR", scratch)
+    bench = scratch / "bench"
+    builds = {  # the hash that names each build, and what the build compiles
+        "CPU": (lambda: _build.source_hash(False), _build.sources(False)),
+        "CUDA": (lambda: _build.source_hash(True), _build.sources(True)),
+        "bench": (lambda: _build.source_hash(True, bench),
+                  sorted(str(p) for p in bench.iterdir() if p.suffix in (".cc", ".cu"))),
+    }
+    suffixes = set()
+    for build, (digest, sources) in builds.items():
+        base = digest()
+        files = _compiled_and_included(sources, scratch)
+        suffixes |= {f.suffix for f in files}
+        for f in sorted(files):
+            text = f.read_text()
+            f.write_text(text + "\n// edited\n")
+            edited = digest()
+            f.write_text(text)
+            assert edited != base, f"the {build} build's hash ignores {f.relative_to(scratch)}"
+        assert digest() == base
+    assert suffixes == {".h", ".cuh", ".cc", ".cu"}, suffixes  # every kind was edited above
+
+    bases = {build: digest() for build, (digest, _) in builds.items()}
+    (scratch / "NOTES.md").write_text("not compiled\n")
+    (scratch / "build").mkdir()
+    (scratch / "build" / "installed-source-hash").write_text("0123\n")  # setup_ops.py's stamp
+    (bench / "results.txt").write_text("1 us\n")
+    assert {build: digest() for build, (digest, _) in builds.items()} == bases
+
+
 # --- Environment variables: set, empty, unset and bad --------------------------
 
 def _one_line(e) -> str:
