@@ -10,11 +10,14 @@ the copy a wheel or a plain ``pip install .`` carries as
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import shutil
 import sys
+import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, TypeVar
 
 MODULE_NAME = "fastdeploy_mtp_ops"
 # FastDeploy's forms of draft_model_preprocess (fastdeploy_mtp/signature.py);
@@ -39,6 +42,30 @@ class BuildError(RuntimeError):
     line that says why and what to do; the command line prints it alone."""
 
 
+class SettingError(BuildError, ValueError):
+    """One of our environment variables holds a value it does not take. A
+    ValueError as well, as a bad argument's would be."""
+
+
+def say(msg: str) -> None:
+    print(f"fastdeploy_mtp: {msg}", file=sys.stderr, flush=True)
+
+
+def setting(name: str, allowed: Sequence[str], meaning: str) -> str:
+    """The environment variable `name`: "" when unset or empty (both mean
+    "not set"), else one of `allowed`; any other value is refused with
+    `meaning`, which says what the values do."""
+    value = os.environ.get(name, "")
+    if value and value not in allowed:
+        raise SettingError(f"{name}={value!r}: {meaning}")
+    return value
+
+
+def force_build() -> bool:
+    """FASTDEPLOY_MTP_BUILD=1: build from source even where a current library is installed."""
+    return setting("FASTDEPLOY_MTP_BUILD", ("0", "1"),
+                   "1 builds the op library from source even where one is installed; 0, "
+                   "empty or unset uses an installed one that is current") == "1"
 
 
 def _has_sources(folder: Path) -> bool:
@@ -131,12 +158,9 @@ def sanitizer_flags() -> List[str]:
     """FASTDEPLOY_MTP_SANITIZE=undefined builds the host code with
     UNDEFINED_BEHAVIOUR_FLAGS (a signed overflow, a shift or an index out of
     range stops it): CI runs the CPU tests once on such a build. Off otherwise."""
-    setting = os.environ.get("FASTDEPLOY_MTP_SANITIZE", "")
-    if setting in ("", "0"):
-        return []
-    if setting != "undefined":
-        raise ValueError(f"FASTDEPLOY_MTP_SANITIZE={setting!r}: only 'undefined' is supported")
-    return list(UNDEFINED_BEHAVIOUR_FLAGS)
+    value = setting("FASTDEPLOY_MTP_SANITIZE", ("0", "undefined"),
+                    "only 'undefined' is supported (0, empty or unset: no sanitizer)")
+    return list(UNDEFINED_BEHAVIOUR_FLAGS) if value == "undefined" else []
 
 
 def link_flags(cuda: bool) -> List[str]:
@@ -187,9 +211,158 @@ def source_hash(cuda: bool, *also: Path, form: str = DEFAULT_FORM) -> str:
     return h.hexdigest()[:16]
 
 
+CACHE_VARIABLE = "FASTDEPLOY_MTP_CACHE"
+
+
 def cache_root() -> Path:
-    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fastdeploy_mtp"
-    return Path(os.environ.get("FASTDEPLOY_MTP_CACHE", default))
+    """FASTDEPLOY_MTP_CACHE, else $XDG_CACHE_HOME/fastdeploy_mtp, else
+    ~/.cache/fastdeploy_mtp (an empty variable counts as unset). Absolute, so
+    a later change of directory leaves it where it was."""
+    chosen = os.environ.get(CACHE_VARIABLE, "")
+    if chosen:
+        return Path(chosen).expanduser().absolute()
+    base = os.environ.get("XDG_CACHE_HOME", "") or Path.home() / ".cache"
+    return Path(base).expanduser().absolute() / "fastdeploy_mtp"
+
+
+def writable_cache_root() -> Path:
+    """cache_root(), created if need be; BuildError when it is a file or
+    cannot be created or written."""
+    root = cache_root()
+    named = (f"{CACHE_VARIABLE}={os.environ[CACHE_VARIABLE]}" if os.environ.get(CACHE_VARIABLE)
+             else f"the op library's cache folder {root}")
+    fix = f"set {CACHE_VARIABLE} to a folder you can write to"
+    try:
+        if root.exists() and not root.is_dir():
+            raise BuildError(f"{named} is a file, not a folder: {fix}")
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BuildError(f"cannot create {named} ({e.strerror or e}): {fix}") from e
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise BuildError(f"cannot write to {named}: make it writable or {fix}")
+    return root
+
+
+def missing_compiler() -> Optional[str]:
+    """Why the compilers Paddle's builder calls are not there, or None.
+
+    It runs distutils' compilers: CC for each source and CXX to link (and
+    Paddle checks CXX's version first), each from the environment or else
+    from Python's build configuration."""
+    import sysconfig
+
+    for var in ("CXX", "CC"):
+        given = os.environ.get(var)
+        command = (given if given is not None else sysconfig.get_config_var(var) or "").split()
+        exe = command[0] if command else ""
+        if exe and shutil.which(exe):
+            continue
+        origin = f"{var}={given!r}" if given is not None else f"{exe or 'none'} (Python's {var})"
+        where = "" if "/" in exe else " on PATH"
+        return (f"no C++ compiler to build the op library: {origin} is not found{where}; "
+                f"install g++ (apt-get install g++) or set {var} to a compiler")
+    return None
+
+
+# A finished build's folder holds this file, naming the library and its size;
+# it is written last, before the folder takes its final name.
+BUILT_MARKER = "built"
+
+
+def finished_build(folder: Path, name: str) -> bool:
+    """`folder` holds a finished build of `name` (its marker, and the library
+    at the size the marker records)."""
+    try:
+        lib, size = (folder / BUILT_MARKER).read_text().split()
+        return lib == f"{name}.so" and (folder / name / lib).stat().st_size == int(size) > 0
+    except (OSError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def build_lock(root: Path, key: str, what: str) -> Iterator[None]:
+    """Holds `root/<key>.lock` (flock) while this process builds `key`: other
+    processes wait, saying so once. The holder's pid is in the file for them
+    to name; the system releases the lock of a process that dies."""
+    import fcntl
+
+    path = root / f"{key}.lock"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as e:
+        raise BuildError(f"cannot open the build lock {path} ({e.strerror or e}): set "
+                         f"{CACHE_VARIABLE} to a folder you can write to") from e
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            say(f"waiting for another process building {what} into {root / key} "
+                f"(pid {holder}) ...")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _remove(folder: Path) -> None:
+    if folder.is_symlink() or folder.is_file():
+        folder.unlink()
+    elif folder.exists():
+        shutil.rmtree(folder)
+
+
+Module = TypeVar("Module")
+
+
+def cached_build(key: str, name: str, what: str, build: Callable[[Path], Module],
+                 load: Callable[[Path], Module]) -> Module:
+    """The library `name` from the cache folder `<cache root>/<key>`, built
+    there once: `load(folder / name)` loads a finished build; `build(folder)`
+    compiles (and loads) one into `folder`, returning the module.
+
+    One process builds a key at a time (build_lock); it builds into
+    `<key>.partial` and renames that to `<key>` when finished, so a process
+    sees a finished folder or none. A folder without its marker (left by a
+    build that did not finish, or damaged) is built again, never loaded."""
+    root = writable_cache_root()
+    final = root / key
+    if finished_build(final, name):
+        return load(final / name)
+    with build_lock(root, key, what):
+        if finished_build(final, name):  # another process built it while this one waited
+            return load(final / name)
+        why = ("the build there is unfinished or damaged" if final.exists()
+               else "none is built there yet for these sources, flags and Paddle")
+        say(f"building {what} into {final}, since {why} (once) ...")
+        partial = root / f"{key}.partial"
+        # What a build or a clean-up that stopped part-way left: its process
+        # held the lock, so no process is writing there now.
+        for left in (partial, *root.glob(f"{key}.stale-*")):
+            _remove(left)
+        if final.exists():
+            stale = root / f"{key}.stale-{os.getpid()}"
+            os.rename(final, stale)  # out of every other process's sight at once
+            _remove(stale)
+        partial.mkdir()
+        t0 = time.time()
+        try:
+            module = build(partial)
+            lib = partial / name / f"{name}.so"
+            if not lib.is_file() or lib.stat().st_size == 0:
+                raise BuildError(f"building {what} left no library at {lib}")
+            (partial / BUILT_MARKER).write_text(f"{lib.name} {lib.stat().st_size}\n")
+            os.rename(partial, final)
+        except BaseException:
+            _remove(partial)  # the compiler's messages said what went wrong
+            raise
+        say(f"built in {time.time() - t0:.0f} s")
+        return module
 
 
 def install_stamp_path() -> Path:

@@ -9,6 +9,9 @@ The op library is the installed ``fastdeploy_mtp_ops`` module
 without an up-to-date one), it is compiled once on first use, from the
 checkout's ``custom_ops/`` or the copy an installed package carries, into
 ``~/.cache/fastdeploy_mtp`` (set ``FASTDEPLOY_MTP_CACHE`` to move it).
+Processes that start together (tensor-parallel ranks, test workers) build it
+once: one compiles, the others wait for it (``_build.cached_build``). Every
+failure to find, build or load it raises :class:`_build.BuildError`, one line.
 
 Bad input raises :class:`BadInputError` (a ``ValueError``) whose message names
 the request, the field and the values; no tensor has changed when it does.
@@ -27,8 +30,6 @@ import functools
 import importlib
 import importlib.util
 import os
-import sys
-import time
 from typing import Any
 
 import numpy as np
@@ -52,8 +53,7 @@ class BadInputError(ValueError):
     """An op refused its input; every tensor is as it was before the call."""
 
 
-def _say(msg: str) -> None:
-    print(f"fastdeploy_mtp: {msg}", file=sys.stderr, flush=True)
+_say = _build.say
 
 
 def _installed_is_current(form: str = DEFAULT_FORM) -> bool:
@@ -76,14 +76,21 @@ def _installed_is_current(form: str = DEFAULT_FORM) -> bool:
 
 def _import_installed():
     spec = importlib.util.find_spec(_build.MODULE_NAME)
-    if spec.origin and spec.origin.endswith(".so"):
-        # Paddle 2.6 with current setuptools installs the bare library, which is
-        # no Python module: register its ops the way cpp_extension.load does.
-        with _quiet_paddle():
-            from paddle.utils.cpp_extension.extension_utils import _import_module_from_library
+    try:
+        if spec.origin and spec.origin.endswith(".so"):
+            # Paddle 2.6 with current setuptools installs the bare library, which
+            # is no Python module: register its ops the way cpp_extension.load does.
+            with _quiet_paddle():
+                from paddle.utils.cpp_extension.extension_utils import _import_module_from_library
 
-            return _import_module_from_library(_build.MODULE_NAME, os.path.dirname(spec.origin))
-    return importlib.import_module(_build.MODULE_NAME)
+                return _import_module_from_library(_build.MODULE_NAME,
+                                                   os.path.dirname(spec.origin))
+        return importlib.import_module(_build.MODULE_NAME)
+    except Exception as e:
+        raise _build.BuildError(
+            f"loading the installed {_build.MODULE_NAME} ({spec.origin}) failed: "
+            f"{_first_line(str(e))}; reinstall it (python setup_ops.py install) or set "
+            "FASTDEPLOY_MTP_BUILD=1 to build one from source") from e
 
 
 @contextlib.contextmanager
@@ -118,38 +125,72 @@ def _quiet_paddle():
 
 
 def _build_from_source(form: str = DEFAULT_FORM):
+    """`form`'s library from the build cache, compiled there the first time
+    (once, however many processes ask at once: _build.cached_build)."""
+    with _quiet_paddle():
+        cuda = _build.with_cuda()  # the first import of Paddle warns of ccache
+    name = _build.module_name(form)
+    what = f"the {'CPU and CUDA' if cuda else 'CPU'} op library of the {form} form"
+
+    def build(folder):
+        problem = _build.missing_compiler()
+        if problem:
+            raise _build.BuildError(problem)
+        return _compile(name, folder, cuda, form, what)
+
+    return _build.cached_build(_build.source_hash(cuda, form=form), name, what, build,
+                               lambda folder: _load_built(name, folder))
+
+
+def _compile(name: str, folder, cuda: bool, form: str, what: str):
+    """Compiles `form`'s library into `folder` with Paddle's builder and loads it."""
     with _quiet_paddle():
         from paddle.utils.cpp_extension import load
-
-    cuda = _build.with_cuda()
-    name = _build.module_name(form)
-    build_dir = _build.cache_root() / _build.source_hash(cuda, form=form)
-    fresh = not (build_dir / name).exists()
-    if fresh:
-        kind = "CPU and CUDA" if cuda else "CPU"
-        which = "" if form == DEFAULT_FORM else f" of the {form} form"
-        _say(f"building the {kind} op library{which} into {build_dir} (once) ...")
-    build_dir.mkdir(parents=True, exist_ok=True)
     flags = _build.compile_flags(cuda)
     flags["cxx"] = flags["cxx"] + _build.form_flags(form)
     if "nvcc" in flags:  # the kernels are compiled for the form too (mtp_bookkeeping.h)
         flags["nvcc"] = flags["nvcc"] + _build.form_flags(form)
-    t0 = time.time()
-    # Paddle's build chatter (a ccache warning, "using custom operator only" on
-    # every load) says nothing to our users: keep it off the terminal.
-    with _quiet_paddle():
-        module = load(
-            name=name,
-            sources=_build.sources(cuda),
-            extra_cxx_cflags=flags["cxx"],
-            extra_cuda_cflags=flags.get("nvcc", []),
-            extra_ldflags=_build.link_flags(cuda),
-            build_directory=str(build_dir),
-            verbose=False,
-        )
-    if fresh:
-        _say(f"built in {time.time() - t0:.0f} s")
+    try:
+        with _quiet_paddle():
+            module = load(
+                name=name,
+                sources=_build.sources(cuda),
+                extra_cxx_cflags=flags["cxx"],
+                extra_cuda_cflags=flags.get("nvcc", []),
+                extra_ldflags=_build.link_flags(cuda),
+                build_directory=str(folder),
+                verbose=False,
+            )
+    except Exception as e:
+        text = str(e)
+        # The builder runs the compiler in a process of its own, whose
+        # messages reach the terminal; its exception only repeats the command.
+        cause = ("the compiler or linker failed (its messages are above)"
+                 if "non-zero exit status" in text else _first_line(text))
+        raise _build.BuildError(f"building {what} failed: {cause}") from e
+    # The builder loaded the ops through a Python file it wrote beside the
+    # library; the module is made, and every later process writes its own.
+    for api in (folder / name).glob(f"{name}_*.py"):
+        api.unlink()
     return module
+
+
+def _load_built(name: str, folder):
+    """Registers the ops of the finished build `folder/<name>.so`."""
+    try:
+        with _quiet_paddle():
+            from paddle.utils.cpp_extension.extension_utils import _import_module_from_library
+
+            return _import_module_from_library(name, str(folder))
+    except Exception as e:
+        raise _build.BuildError(f"loading {folder / (name + '.so')} failed: {_first_line(str(e))}; "
+                                f"remove {folder.parent} to build it afresh") from e
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    lines = text.strip().splitlines()
+    line = lines[0] if lines else "no message"
+    return line if len(line) <= limit else line[:limit] + " ..."
 
 
 FORM_VARIABLE = "FASTDEPLOY_MTP_FORM"
@@ -162,11 +203,9 @@ def process_form() -> str:
     else the default."""
     if _loaded_form is not None:
         return _loaded_form
-    form = os.environ.get(FORM_VARIABLE) or DEFAULT_FORM
-    if form not in _build.FORM_NAMES:
-        raise ValueError(f"{FORM_VARIABLE}={form!r}: FastDeploy's forms here are "
-                         + ", ".join(_build.FORM_NAMES))
-    return form
+    return _build.setting(FORM_VARIABLE, _build.FORM_NAMES,
+                          "FastDeploy's forms here are " + ", ".join(_build.FORM_NAMES)
+                          + f" (empty or unset: {DEFAULT_FORM})") or DEFAULT_FORM
 
 
 def load_library(form: "str | None" = None):
@@ -188,10 +227,10 @@ def load_library(form: "str | None" = None):
 @functools.lru_cache(maxsize=None)
 def _load_form(form: str):
     global _loaded_form, _loaded_module
-    if os.environ.get("FASTDEPLOY_MTP_BUILD") != "1" and _installed_is_current(form):
+    if not _build.force_build() and _installed_is_current(form):
         module = _import_installed()
     elif not _build.sources_available():
-        raise ImportError(
+        raise _build.BuildError(
             f"{_build.module_name(form)} is not installed and its sources are not in "
             f"{_build.SOURCE_DIR} to build it: reinstall fastdeploy_mtp (pip install .) or "
             "run `python setup_ops.py install` in a fastdeploy_mtp checkout"

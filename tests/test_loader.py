@@ -1,11 +1,16 @@
 """Which op library fastdeploy_mtp.ops loads: the installed one only when it is current."""
 
 import importlib.util
+import os
+import re
+import shutil
 import types
+from pathlib import Path
 
 import pytest
 
 from fastdeploy_mtp import _build, ops
+from fastdeploy_mtp.signature import DEFAULT_FORM
 
 
 @pytest.fixture
@@ -149,3 +154,247 @@ def test_importing_the_package_and_loading_the_ops_change_no_process_wide_state(
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout == "checked 5\n", r.stdout
+
+
+# --- The build hash: every file a build compiles or includes ------------------
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def _compiled_and_included(sources, include_dir):
+    """The sources and, transitively, every file of ours they include (found
+    beside the including file or on the -I folder, as the compiler finds it)."""
+    seen, todo = set(), [Path(s).resolve() for s in sources]
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        for name in INCLUDE.findall(f.read_text()):
+            for d in (f.parent, include_dir):
+                if (d / name).is_file():
+                    todo.append((d / name).resolve())
+                    break
+    return seen
+
+
+def test_editing_any_file_a_build_compiles_or_includes_changes_its_hash(tmp_path, monkeypatch):
+    """In a scratch copy of custom_ops/: an edit of any source or header of
+    the CPU build, the CUDA build or the benchmark's library (custom_ops/bench)
+    builds that library afresh; an edit of anything else reuses the build."""
+    scratch = tmp_path / "custom_ops"
+    shutil.copytree(_build.SOURCE_DIR, scratch, ignore=shutil.ignore_patterns("build"))
+    monkeypatch.setattr(_build, "SOURCE_DIR", scratch)
+    bench = scratch / "bench"
+    builds = {  # the hash that names each build, and what the build compiles
+        "CPU": (lambda: _build.source_hash(False), _build.sources(False)),
+        "CUDA": (lambda: _build.source_hash(True), _build.sources(True)),
+        "bench": (lambda: _build.source_hash(True, bench),
+                  sorted(str(p) for p in bench.iterdir() if p.suffix in (".cc", ".cu"))),
+    }
+    suffixes = set()
+    for build, (digest, sources) in builds.items():
+        base = digest()
+        files = _compiled_and_included(sources, scratch)
+        suffixes |= {f.suffix for f in files}
+        for f in sorted(files):
+            text = f.read_text()
+            f.write_text(text + "\n// edited\n")
+            edited = digest()
+            f.write_text(text)
+            assert edited != base, f"the {build} build's hash ignores {f.relative_to(scratch)}"
+        assert digest() == base
+    assert suffixes == {".h", ".cuh", ".cc", ".cu"}, suffixes  # every kind was edited above
+
+    bases = {build: digest() for build, (digest, _) in builds.items()}
+    (scratch / "NOTES.md").write_text("not compiled\n")
+    (scratch / "build").mkdir()
+    (scratch / "build" / "installed-source-hash").write_text("0123\n")  # setup_ops.py's stamp
+    (bench / "results.txt").write_text("1 us\n")
+    assert {build: digest() for build, (digest, _) in builds.items()} == bases
+
+
+# --- Environment variables: set, empty, unset and bad --------------------------
+
+def _one_line(e) -> str:
+    text = str(e.value)
+    assert text and "\n" not in text, text
+    return text
+
+
+@pytest.fixture
+def no_form_loaded(monkeypatch):
+    monkeypatch.setattr(ops, "_loaded_form", None)
+
+
+@pytest.mark.parametrize("value, form", [(None, "rollback"), ("", "rollback"),
+                                         ("recompute", "recompute"), ("shadow", "shadow"),
+                                         ("rollback", "rollback")])
+def test_the_form_variable_names_the_process_form_and_empty_means_unset(
+        monkeypatch, no_form_loaded, value, form):
+    if value is None:
+        monkeypatch.delenv("FASTDEPLOY_MTP_FORM", raising=False)
+    else:
+        monkeypatch.setenv("FASTDEPLOY_MTP_FORM", value)
+    assert ops.process_form() == form
+
+
+@pytest.mark.parametrize("bad", ["nope", "Recompute", " recompute", "rollback,shadow"])
+def test_an_unknown_form_variable_is_one_line_naming_the_forms(monkeypatch, no_form_loaded, bad):
+    monkeypatch.setenv("FASTDEPLOY_MTP_FORM", bad)
+    for call in (ops.process_form, ops.load_library):
+        with pytest.raises(_build.BuildError) as e:
+            call()
+        assert isinstance(e.value, ValueError)
+        assert _one_line(e) == (f"FASTDEPLOY_MTP_FORM={bad!r}: FastDeploy's forms here are "
+                                "rollback, recompute, shadow (empty or unset: rollback)")
+
+
+def test_the_cache_variable_set_empty_unset_and_relative(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    default = tmp_path / "xdg" / "fastdeploy_mtp"
+    monkeypatch.delenv("FASTDEPLOY_MTP_CACHE", raising=False)
+    assert _build.cache_root() == default
+    monkeypatch.setenv("FASTDEPLOY_MTP_CACHE", "")
+    assert _build.cache_root() == default
+    monkeypatch.setenv("XDG_CACHE_HOME", "")
+    assert _build.cache_root() == Path.home() / ".cache" / "fastdeploy_mtp"
+    monkeypatch.setenv("FASTDEPLOY_MTP_CACHE", str(tmp_path / "mine"))
+    assert _build.writable_cache_root() == tmp_path / "mine" and (tmp_path / "mine").is_dir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FASTDEPLOY_MTP_CACHE", "rel")
+    assert _build.cache_root() == tmp_path / "rel"
+
+
+def _refuse_cache(monkeypatch, value):
+    """The one-line BuildError of the loader (and of the cache folder alone)
+    with FASTDEPLOY_MTP_CACHE=value, before anything is compiled."""
+    monkeypatch.setenv("FASTDEPLOY_MTP_CACHE", str(value))
+    monkeypatch.setattr(ops, "_compile", lambda *a: pytest.fail("compiled"))
+    with pytest.raises(_build.BuildError) as e:
+        ops._build_from_source()
+    return _one_line(e)
+
+
+def test_a_cache_variable_naming_a_file_is_refused(monkeypatch, tmp_path):
+    f = tmp_path / "a_file"
+    f.write_text("")
+    assert _refuse_cache(monkeypatch, f) == (
+        f"FASTDEPLOY_MTP_CACHE={f} is a file, not a folder: set FASTDEPLOY_MTP_CACHE to a "
+        "folder you can write to")
+    msg = _refuse_cache(monkeypatch, f / "below")
+    assert msg == (f"cannot create FASTDEPLOY_MTP_CACHE={f / 'below'} (Not a directory): set "
+                   "FASTDEPLOY_MTP_CACHE to a folder you can write to"), msg
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to a read-only folder")
+def test_a_cache_variable_naming_a_read_only_folder_is_refused(monkeypatch, tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir(mode=0o500)
+    assert _refuse_cache(monkeypatch, ro) == (
+        f"cannot write to FASTDEPLOY_MTP_CACHE={ro}: make it writable or set "
+        "FASTDEPLOY_MTP_CACHE to a folder you can write to")
+    assert _refuse_cache(monkeypatch, ro / "sub").startswith(
+        f"cannot create FASTDEPLOY_MTP_CACHE={ro / 'sub'} (Permission denied): set ")
+
+
+@pytest.mark.skipif(not os.path.isdir("/sys/kernel"), reason="no /sys")
+def test_a_cache_variable_naming_an_unwritable_place_is_refused(monkeypatch):
+    """/sys refuses new files and folders, even to root."""
+    msg = _refuse_cache(monkeypatch, "/sys/fastdeploy_mtp_cache")
+    assert msg.startswith("cannot create FASTDEPLOY_MTP_CACHE=/sys/fastdeploy_mtp_cache (")
+    assert msg.endswith("): set FASTDEPLOY_MTP_CACHE to a folder you can write to"), msg
+    msg = _refuse_cache(monkeypatch, "/sys/kernel")
+    assert msg.startswith("cannot ") and "/sys/kernel" in msg, msg
+    assert msg.endswith("set FASTDEPLOY_MTP_CACHE to a folder you can write to"), msg
+
+
+@pytest.mark.parametrize("value, forced", [(None, False), ("", False), ("0", False),
+                                           ("1", True)])
+def test_the_build_variable_set_empty_and_unset(monkeypatch, value, forced):
+    """1 builds from source even where a current library is installed."""
+    if value is None:
+        monkeypatch.delenv("FASTDEPLOY_MTP_BUILD", raising=False)
+    else:
+        monkeypatch.setenv("FASTDEPLOY_MTP_BUILD", value)
+    monkeypatch.setattr(ops, "_installed_is_current", lambda form: True)
+    monkeypatch.setattr(ops, "_import_installed", lambda: "installed")
+    monkeypatch.setattr(ops, "_build_from_source", lambda form: "built")
+    monkeypatch.setattr(ops, "_loaded_form", None)
+    monkeypatch.setattr(ops, "_loaded_module", None)
+    assert _build.force_build() is forced
+    assert ops._load_form.__wrapped__(DEFAULT_FORM) == ("built" if forced else "installed")
+
+
+@pytest.mark.parametrize("bad", ["yes", "true", "2", " 1"])
+def test_a_bad_build_variable_is_refused_in_one_line(monkeypatch, bad):
+    monkeypatch.setenv("FASTDEPLOY_MTP_BUILD", bad)
+    monkeypatch.setattr(ops, "_loaded_form", None)
+    with pytest.raises(_build.SettingError) as e:
+        ops._load_form.__wrapped__(DEFAULT_FORM)
+    assert _one_line(e) == (f"FASTDEPLOY_MTP_BUILD={bad!r}: 1 builds the op library from source "
+                            "even where one is installed; 0, empty or unset uses an installed "
+                            "one that is current")
+
+
+@pytest.mark.parametrize("value, on", [(None, False), ("", False), ("0", False),
+                                       ("undefined", True)])
+def test_the_sanitize_variable_set_empty_and_unset(monkeypatch, value, on):
+    if value is None:
+        monkeypatch.delenv("FASTDEPLOY_MTP_SANITIZE", raising=False)
+    else:
+        monkeypatch.setenv("FASTDEPLOY_MTP_SANITIZE", value)
+    assert _build.sanitizer_flags() == (list(_build.UNDEFINED_BEHAVIOUR_FLAGS) if on else [])
+
+
+@pytest.mark.parametrize("bad", ["address", "1", "Undefined"])
+def test_a_bad_sanitize_variable_is_refused_in_one_line(monkeypatch, bad):
+    monkeypatch.setenv("FASTDEPLOY_MTP_SANITIZE", bad)
+    for call in (lambda: _build.compile_flags(False), lambda: _build.source_hash(False)):
+        with pytest.raises(_build.SettingError) as e:
+            call()
+        assert isinstance(e.value, ValueError)
+        assert _one_line(e) == (f"FASTDEPLOY_MTP_SANITIZE={bad!r}: only 'undefined' is supported "
+                                "(0, empty or unset: no sanitizer)")
+
+
+# --- No compiler ---------------------------------------------------------------
+
+@pytest.mark.parametrize("how", ["CXX=/nonexistent", "CC=/nonexistent", "CXX=", "PATH"])
+def test_no_compiler_is_one_line_naming_it(monkeypatch, tmp_path, how, capsys):
+    import sysconfig
+
+    if how == "PATH":  # neither c++, g++ nor gcc to be found
+        monkeypatch.setenv("PATH", str(tmp_path))
+        for var in ("CXX", "CC"):
+            monkeypatch.delenv(var, raising=False)
+        cxx = sysconfig.get_config_var("CXX").split()[0]
+        expected = f"{cxx} (Python's CXX) is not found on PATH"
+    else:
+        var, value = how.split("=")
+        monkeypatch.setenv(var, value)
+        expected = f"{var}={value!r} is not found"
+    monkeypatch.setenv("FASTDEPLOY_MTP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(ops, "_compile", lambda *a: pytest.fail("compiled"))
+    with pytest.raises(_build.BuildError) as e:
+        ops._build_from_source()
+    msg = _one_line(e)
+    assert msg.startswith(f"no C++ compiler to build the op library: {expected}"), msg
+    assert "install g++" in msg
+    # Nothing is left that a later process would load.
+    assert [p.suffix for p in (tmp_path / "cache").iterdir()] == [".lock"]
+
+
+def test_the_builder_s_own_failure_is_one_line_from_its_exception(monkeypatch, tmp_path):
+    """Paddle's builder, run for real with no compiler it can call (the
+    check for one left out): its exception becomes the cause of one line."""
+    monkeypatch.setenv("CXX", "/nonexistent/c++")
+    monkeypatch.setenv("FASTDEPLOY_MTP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(_build, "missing_compiler", lambda: None)
+    with pytest.raises(_build.BuildError) as e:
+        ops._build_from_source()
+    msg = _one_line(e)
+    assert msg.startswith("building the ") and msg.endswith(
+        "failed: the compiler or linker failed (its messages are above)"), msg
+    assert isinstance(e.value.__cause__, RuntimeError)
+    assert [p.suffix for p in (tmp_path / "cache").iterdir()] == [".lock"]
