@@ -54,6 +54,7 @@ CAPTURED = "fastdeploy_mtp/captured.py"
 RECORD = "custom_ops/gpu_record.h"
 RULES = "custom_ops/launch_rules.h"
 MASK_OP = "custom_ops/update_attn_mask_offsets_op.cc"
+PRE_OP = "custom_ops/draft_model_preprocess_op.cc"
 # Python that runs on a GPU only (the loop replayed from CUDA graphs): its
 # mutations are the GPU suite's to kill, as the CUDA sources' are.
 GPU_ONLY_PYTHON = (CAPTURED,)
@@ -176,6 +177,19 @@ MUTATIONS = [
     Mutation("decode_states of a one-token decode written", H,
              "  return p.branch == kDecode && p.n > 1;\n",
              "  return p.branch == kDecode;\n"),
+    # -- the shadow form's binding: what its raw op refuses ----------------------
+    Mutation("recompute limit subtracts before comparing", H,
+             "const int32_t limit = r.base_this_time > 2 ? r.base_this_time - 2 : 0;",
+             "const int32_t limit = r.base_this_time - 2 > 0 ? r.base_this_time - 2 : 0;"),
+    Mutation("recompute base_model_seq_lens_this_time exempt from the overlap check", PRE_OP,
+             "recompute != nullptr ? R : U);", "U);"),
+    Mutation("shadow raw op takes num_model_step 0", PRE_OP,
+             'MTP_CHECK(num_model_step >= 1, kOp, ": num_model_step must be >= 1, got ", num_model_step);',
+             'MTP_CHECK(num_model_step >= 0, kOp, ": num_model_step must be >= 1, got ", num_model_step);',
+             nth=2),
+    Mutation("shadow target_model_draft_tokens checked as read-only", PRE_OP,
+             'c.matrix(target_model_draft_tokens, "target_model_draft_tokens", DataType::INT64, bsz, W);',
+             'c.matrix(target_model_draft_tokens, "target_model_draft_tokens", DataType::INT64, bsz, R);'),
     Mutation("prompt offsets without +1", H, "return offset + 1;", "return offset;"),
     Mutation("vision end off by one", H, "const int32_t v = p.decoder + p.n;",
              "const int32_t v = p.decoder + p.n - 1;"),
@@ -453,6 +467,13 @@ MUTATIONS = [
     # -- the build ------------------------------------------------------------------------
     Mutation("kernel headers left out of the build's hash", BUILD,
              'SOURCE_SUFFIXES = (".h", ".cuh", ".cc", ".cu")', 'SOURCE_SUFFIXES = (".h", ".cc", ".cu")'),
+    Mutation("kernel sources left out of the build's hash", BUILD,
+             'SOURCE_SUFFIXES = (".h", ".cuh", ".cc", ".cu")', 'SOURCE_SUFFIXES = (".h", ".cuh", ".cc")'),
+    Mutation("a first build without the lock", BUILD,
+             "    with build_lock(root, key, what):", "    with contextlib.nullcontext():"),
+    Mutation("an empty setting taken for a value", BUILD,
+             "    if value and value not in allowed:",
+             "    if name in os.environ and value not in allowed:"),
 ]
 
 # Test files in the order that kills fastest (cheap, broad ones first).

@@ -362,3 +362,75 @@ def test_recompute_token_num_hostile_arguments_are_refused_unchanged(device, cas
     for n, v in t.items():
         if v is not None and before[n] is not None:
             np.testing.assert_array_equal(v.numpy(), before[n], err_msg=n)
+
+
+# ---------------------------------------------------------------------------
+# The raw registered op, called positionally as FastDeploy's proposer calls it
+
+
+def raw_call(t, k=3):
+    ops.load_library().draft_model_preprocess(*[t[n] for n in SIG.input_names],
+                                              *attrs_of(k).values())
+
+
+# Inputs this form never reads: they may alias anything.
+NOT_READ = ("base_model_seq_lens_encoder",)
+
+
+def _same_kind_pairs():
+    """(written, other): every written tensor, declared in place or not, and
+    every other argument of its dtype and rank that the form reads."""
+    sample = decode_state(3, bsz=1)
+    kind = {n: (sample[n].dtype, sample[n].ndim) for n in SIG.input_names}
+    return [(w, o) for w in SIG.written for o in SIG.input_names
+            if o != w and o not in NOT_READ and kind[o] == kind[w]]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("written,other", _same_kind_pairs())
+def test_the_raw_op_refuses_a_written_tensor_passed_twice_unchanged(device, written, other):
+    """base_model_seq_lens_this_time among them: this form reads it, so it may
+    not share memory with a written tensor (the default form never reads it)."""
+    s = decode_state(3, bsz=1)  # one request: not_need_stop's one row is every vector's
+    if s[other].shape != s[written].shape:
+        s[other] = s[written].copy()
+    t = to_tensors(s, device)
+    t[other] = t[written]
+    before = dict(s, **{other: s[written]})
+    with pytest.raises((OSError, ValueError, RuntimeError), match="share memory") as e:
+        raw_call(t)
+    assert written in str(e.value) and other in str(e.value), str(e.value)
+    assert_states_equal(to_numpy(t), before)
+
+
+def test_base_model_seq_lens_this_time_is_checked_for_overlap():
+    assert ("seq_lens_this_time", "base_model_seq_lens_this_time") in _same_kind_pairs()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("k", [0, -1])
+def test_the_raw_op_refuses_num_model_step_below_1_unchanged(device, k):
+    s = decode_state(3)
+    t = to_tensors(s, device)
+    with pytest.raises((OSError, ValueError, RuntimeError),
+                       match=f"num_model_step must be >= 1, got {k}"):
+        raw_call(t, k)
+    assert_states_equal(to_numpy(t), s)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("base_n", [-(2**31), -(2**31) + 1, -1, I32_MAX])
+def test_the_recompute_limit_cannot_wrap_at_int32_extremes(device, base_n):
+    """r = min(recompute_token_num, max(base_model_seq_lens_this_time - 2, 0)),
+    computed without wrapping: at INT32_MIN the limit is 0, not a wrapped large
+    number; at INT32_MAX it is the count asked for."""
+    k = 3
+    s = decode_state(k)
+    s["recompute_token_num"][0] = 2
+    s["base_model_seq_lens_this_time"][0] = base_n
+    t = to_tensors(s, device)
+    raw_call(t, k)
+    got = to_numpy(t)
+    r = 2 if base_n == I32_MAX else 0
+    assert got["seq_lens_decoder"][0] == 40 - r and got["mask_rollback"][0] == r
+    assert_states_equal(got, run_ref(s, attrs_of(k)))

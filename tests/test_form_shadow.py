@@ -434,6 +434,96 @@ def test_a_mask_end_past_int32_is_refused_unchanged(device):
         reference.update_attn_mask_offsets_shadow(**states.copy_state(s))
 
 
+# The raw registered op, called positionally as FastDeploy's proposer calls
+# it: its checks must hold there too, not only behind our wrapper.
+
+
+def raw_call(t, k=3, splitwise=False):
+    ops.load_library().draft_model_preprocess(*[t[n] for n in SIG.input_names], k, splitwise)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("k", [0, -1, -(2**31)])
+def test_the_raw_op_refuses_num_model_step_below_1_unchanged(device, k):
+    s = decode_state(3)
+    t = to_tensors(s, device)
+    with pytest.raises((OSError, ValueError, RuntimeError),
+                       match=f"num_model_step must be >= 1, got {k}"):
+        raw_call(t, k)
+    assert_states_equal(to_numpy(t), s)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_raw_op_takes_num_model_step_at_int32_max(device):
+    """Every request passes its length limit (compared without a sum that
+    could wrap) and is skipped, as FastDeploy's kernel skips it."""
+    s = decode_state(3)
+    t = to_tensors(s, device)
+    raw_call(t, I32_MAX)
+    got = to_numpy(t)
+    assert_states_equal(got, run_ref(s, I32_MAX))
+    assert got["stop_flags"].all() and not got["not_need_stop"][0]
+
+
+# The one input this form never reads (FastDeploy e87ce4b8c's kernel takes it
+# and leaves it alone): it may alias anything.
+NOT_READ = ("target_model_seq_lens_encoder",)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("written", ["seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder"])
+def test_the_raw_op_lets_the_unread_input_alias_a_written_one(device, written):
+    s = decode_state(3)
+    s["seq_lens_encoder"][0] = 5  # one prefill, one decode
+    t = to_tensors(s, device)
+    t[NOT_READ[0]] = t[written]
+    raw_call(t)
+    got = to_numpy(t)
+    want = run_ref(s, 3)
+    want[NOT_READ[0]] = want[written]
+    assert_states_equal(got, want)
+
+
+def _same_dtype_pairs():
+    """(written, other) for every written tensor, declared in place or not,
+    and every other argument of its dtype and rank."""
+    sample = decode_state(3, bsz=1)
+    kind = {n: (sample[n].dtype, sample[n].ndim) for n in SIG.input_names}
+    return [(w, o) for w in SIG.written for o in SIG.input_names
+            if o != w and o not in NOT_READ and kind[o] == kind[w]]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("written,other", _same_dtype_pairs())
+def test_the_raw_op_refuses_a_written_tensor_passed_twice_unchanged(device, written, other):
+    s = decode_state(3, bsz=1)  # one request: not_need_stop's one row is every vector's
+    if s[other].shape != s[written].shape:  # the overlap, not a shape, is what is refused
+        s[other] = s[written].copy()
+    t = to_tensors(s, device)
+    t[other] = t[written]
+    before = dict(s, **{other: s[written]})
+    with pytest.raises((OSError, ValueError, RuntimeError), match="share memory") as e:
+        raw_call(t)
+    assert written in str(e.value) and other in str(e.value), str(e.value)
+    assert_states_equal(to_numpy(t), before)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("value", [I32_MAX, -(2**31), 0, -1])
+def test_a_decode_never_reads_the_draft_s_own_lengths(device, value):
+    """A decode's seq_lens_decoder and step_idx come from the target model:
+    whatever the draft's own hold (int32 and int64 extremes included) is
+    overwritten, never refused."""
+    s = decode_state(3)
+    s["seq_lens_decoder"][:] = value
+    s["step_idx"][:] = I64_MIN if value < 0 else I64_MAX
+    t = to_tensors(s, device)
+    raw_call(t)
+    got = to_numpy(t)
+    assert_states_equal(got, run_ref(s, 3))
+    assert got["seq_lens_decoder"].tolist() == [38, 38] and got["step_idx"].tolist() == [4, 4]
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", ["none", "overlap", "short", "grad"])
 def test_max_dec_len_hostile_arguments_are_refused_unchanged(device, case):
