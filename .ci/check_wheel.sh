@@ -1,19 +1,33 @@
 #!/usr/bin/env bash
 # An install that is not editable works from any folder: build the wheel,
-# install it into a fresh virtual environment (which sees the machine's Paddle
-# and numpy but not this checkout), and from an empty folder let it compile
-# the op library from the sources it carries, check the registration and run
-# the simulator.
+# install it into a fresh virtual environment (which sees the Paddle and numpy
+# of the interpreter running this script, but not this checkout), and from an
+# empty folder let it compile the op library from the sources it carries,
+# check the registration, run the simulator and its console script.
+#
+# The interpreter is $PYTHON, else python3 on the PATH: that of an activated
+# virtual environment too, whose packages the fresh one then sees.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 # setuptools' own staging folders: a module deleted since the last wheel must
 # not travel in this one.
 rm -rf build/lib build/bdist.*
-python3 -m pip wheel -q --no-deps --disable-pip-version-check -w "$work/dist" .
-python3 -m venv --system-site-packages "$work/venv"
+"$PYTHON" -m pip wheel -q --no-deps --disable-pip-version-check -w "$work/dist" .
+"$PYTHON" -m venv --system-site-packages "$work/venv"
 py="$work/venv/bin/python"
+# A venv made from inside another one is based on the interpreter beneath
+# both, so --system-site-packages alone shows it that interpreter's packages,
+# not the outer venv's (where `pip install -e ".[cpu]"` put Paddle). A .pth
+# file adds the running interpreter's site folders after the venv's own, so
+# the wheel installed into the venv still comes first.
+site="$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+"$PYTHON" -c 'import os, sys
+print("\n".join(d for d in sys.path
+                if os.path.isdir(d) and os.path.basename(d) in ("site-packages", "dist-packages")))
+' > "$site/outer-site-packages.pth"
 "$py" -m pip install -q --no-deps --disable-pip-version-check "$work"/dist/*.whl
 mkdir "$work/empty"
 cd "$work/empty"
@@ -30,10 +44,23 @@ assert where.startswith(sys.prefix), f"imported {where}, not the wheel's copy in
 assert not _build.in_source_checkout() and _build.sources_available(), _build.SOURCE_DIR
 assert str(_build.SOURCE_DIR).startswith(sys.prefix), _build.SOURCE_DIR
 print(f"the wheel's package and op sources: {_build.SOURCE_DIR}")
+# One version number: the wheel's metadata is the package's __version__.
+from importlib import metadata
+
+assert metadata.version("fastdeploy_mtp") == fastdeploy_mtp.__version__, metadata.version("fastdeploy_mtp")
+dist = metadata.distribution("fastdeploy_mtp")
+assert dist.metadata["License-Expression"] == "Apache-2.0", dist.metadata["License-Expression"]
+files = {str(f) for f in dist.files}
+assert "fastdeploy_mtp/py.typed" in files, "py.typed is not in the wheel"
+assert any(f.endswith(".dist-info/licenses/LICENSE") for f in files), "LICENSE is not in the wheel"
+print(f"fastdeploy_mtp {fastdeploy_mtp.__version__}: metadata, py.typed and LICENSE as built")
 PY
 "$py" -m fastdeploy_mtp check
 out="$("$py" -m fastdeploy_mtp simulate --steps 5 --quiet)"
 echo "$out"
 [ "$(echo "$out" | tail -1)" = "OK: the mask offsets stayed right" ]
+# The console script is the same program.
+version="$("$work/venv/bin/fastdeploy-mtp" --version)"
+[ "$version" = "$("$py" -m fastdeploy_mtp --version)" ] && echo "fastdeploy-mtp --version: $version"
 ls "$FASTDEPLOY_MTP_CACHE"/*/fastdeploy_mtp_ops* >/dev/null  # built here, from the wheel
 echo "the wheel works from an empty folder"

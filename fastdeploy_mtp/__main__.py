@@ -1,4 +1,11 @@
-"""Command line: ``python -m fastdeploy_mtp {check,bench,simulate} ...``."""
+"""Command line: ``python -m fastdeploy_mtp {check,bench,simulate} ...``, also
+installed as the console script ``fastdeploy-mtp``.
+
+Exit codes: 0 done (a check or simulation found nothing wrong); 1 a run that
+completed and FAILED its check; 2 a mistake or a missing piece (a bad option,
+no Paddle, a library that cannot be built), said in one line on stderr; 130
+interrupted (Ctrl-C).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,17 @@ import os
 import signal
 import sys
 
+from . import __version__
+from ._build import BuildError
+
+PROG = "python -m fastdeploy_mtp"
+CONSOLE_PROG = "fastdeploy-mtp"  # pyproject.toml's [project.scripts]
+# Every refusal that is not one option's (those name their command) starts so.
+ERROR = "fastdeploy_mtp: error: "
+PADDLE_MISSING = ("this command needs PaddlePaddle, which is not installed: "
+                  'pip install -e ".[cpu]" in a checkout, or pip install paddlepaddle '
+                  "(paddlepaddle-gpu for a GPU)")
+
 
 def _check(args) -> int:
     """One form in this process; every form ("all") each in a process of its
@@ -14,14 +32,18 @@ def _check(args) -> int:
     from .signature import FORMS
 
     if args.form == "all":
-        import subprocess
-
+        print(f"check: the forms {', '.join(FORMS)}, each in a process of its own with an op "
+              "library of its own (Paddle registers an op name once per process); a form whose "
+              "library is not built yet builds it first, once", flush=True)
         codes = []
         for form in FORMS:
             print(f"== the {form} form", flush=True)
-            env = dict(os.environ, FASTDEPLOY_MTP_FORM=form)
-            codes.append(subprocess.call([sys.executable, "-m", "fastdeploy_mtp", "check",
-                                          "--form", form], env=env))
+            code = _check_in_own_process(form)
+            if code < 0:  # ended by a signal, as a shell reports it (SIGINT: 130)
+                code = 128 - code
+            if code in (2, 130):  # a mistake or Ctrl-C, said by that process: stop here
+                return code
+            codes.append(code)
         return 1 if any(codes) else 0
     from .registration import check_all
 
@@ -31,6 +53,28 @@ def _check(args) -> int:
         return 1
     print(f"registration matches fastdeploy_mtp/signature.py (the {args.form} form)")
     return 0
+
+
+def _check_in_own_process(form: str) -> int:
+    """`check --form FORM` in a child process; its exit code. A Ctrl-C reaches
+    the child and this process alike (one process group): the child says
+    'interrupted' and exits 130, so this one ignores SIGINT while it waits
+    rather than saying it a second time."""
+    import subprocess
+    import threading
+
+    env = dict(os.environ, FASTDEPLOY_MTP_FORM=form)
+    command = [sys.executable, "-m", "fastdeploy_mtp", "check", "--form", form]
+    if threading.current_thread() is not threading.main_thread():
+        return subprocess.call(command, env=env)  # only the main thread sets handlers
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        # The child starts with SIGINT's default, so Python turns it into
+        # KeyboardInterrupt there.
+        return subprocess.call(command, env=env,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _signature(args) -> int:
@@ -116,13 +160,16 @@ class _Help(argparse.HelpFormatter):
         return f"{text} (default: {shown})"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     from ._build import FORM_NAMES
 
-    parser = _Parser(prog="python -m fastdeploy_mtp", formatter_class=_Help,
+    parser = _Parser(prog=prog, formatter_class=_Help,
                      description="The draft model's bookkeeping ops for MTP speculative decoding: "
                                  "check their registration, simulate a serving loop around them, "
-                                 "time them.")
+                                 "time them. Exit codes: 0 done, 1 a check or simulation that "
+                                 "FAILED, 2 a mistake (one line on stderr), 130 interrupted.")
+    parser.add_argument("--version", action="version", version=f"fastdeploy_mtp {__version__}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=_Parser)
 
@@ -182,32 +229,71 @@ COMMANDS = {"check": _check, "signature": _signature, "bench": _bench, "bench-gp
             "bench-sim": _bench_sim, "simulate": _simulate}
 
 
-def main(argv=None) -> int:
+def _form_problem():
+    """Why FASTDEPLOY_MTP_FORM names no form (the op loader's own words), or
+    None: asked before a command that loads the ops starts."""
+    from . import ops
+
     try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as stop:  # --help (0) or a mistake (2), already printed
+        ops.process_form()
+    except (ValueError, BuildError) as e:
+        return str(e)
+    return None
+
+
+def _refuse(message: str) -> int:
+    print(ERROR + " ".join(message.split()), file=sys.stderr)
+    return 2
+
+
+def main(argv=None, prog: str = PROG) -> int:
+    """Run the command `argv` names; its exit code. A mistake or a missing
+    piece (no Paddle, a library that cannot be built) is one line on stderr
+    and 2; any other exception is a bug, and keeps its traceback."""
+    try:
+        args = build_parser(prog).parse_args(argv)
+    except SystemExit as stop:  # --help, --version (0) or a mistake (2), already printed
         return stop.code
-    return COMMANDS[args.command](args)
+    try:
+        problem = _form_problem() if args.command != "signature" else None
+        if problem:
+            return _refuse(problem)
+        return COMMANDS[args.command](args)
+    except BuildError as e:
+        return _refuse(str(e))
+    except ModuleNotFoundError as e:
+        if e.name != "paddle":
+            raise
+        return _refuse(PADDLE_MISSING)
 
 
-def _run() -> int:
-    """main() as a program: a reader that stops reading (``| head``) ends the
-    run quietly, as for any command-line tool, and Paddle's import-time warning
-    that ccache is missing (its extension builder's concern, not a user's) is
-    not shown. A library may not change its host's warnings; a program may."""
+def _run(prog: str = PROG) -> int:
+    """main() as a program: Ctrl-C ends it with one line and 130, a reader
+    that stops reading (``| head``) ends it quietly, as for any command-line
+    tool, and Paddle's import-time warning that ccache is missing (its
+    extension builder's concern, not a user's) is not shown. A library may not
+    change its host's warnings; a program may."""
     import warnings
 
     warnings.filterwarnings("ignore", message="No ccache found", category=UserWarning)
     try:
-        code = main()
+        code = main(prog=prog)
         sys.stdout.flush()
         return code
+    except KeyboardInterrupt:
+        print("fastdeploy_mtp: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
     except BrokenPipeError:
         # Python would flush stdout again at exit and report the pipe once
         # more; point it at nothing first.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 128 + signal.SIGPIPE
+
+
+def console() -> int:
+    """The console script ``fastdeploy-mtp``: the same program under its own name."""
+    return _run(prog=CONSOLE_PROG)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,24 @@
-"""The command line explains itself: help and defaults for every option, no
-traceback when the reader of its output goes away, and the options reach what
-they name. (A mistake in one line naming the bad value, exit 2: the command
-line's rows of tests/test_hostile_input.py.)"""
+"""The command line behaves as a program should: help and defaults for every
+option, the options reach what they name, and its exit codes (0 done, 1 a run
+that FAILED its check, 2 a mistake or a missing piece said in one line on
+stderr, 130 interrupted) hold for the process itself: no traceback for a
+missing Paddle, a library that cannot be built, a bad FASTDEPLOY_MTP_FORM,
+Ctrl-C, an unwritable --plot or a reader that goes away, and a traceback still
+for a bug. Also its packaging: --version, the console script, the licence,
+py.typed and the changelog. (Each option's own mistakes: the command line's
+rows of tests/test_hostile_input.py.)"""
 
 import argparse
 import os
+import re
+import signal
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
+import fastdeploy_mtp
 from fastdeploy_mtp import __main__ as cli
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -101,3 +110,339 @@ def test_bench_takes_its_rounds(capsys):
     out = capsys.readouterr().out
     assert "per-call medians of 2 rounds of 1 op calls" in out
     assert "insert 256 requests" in out
+
+
+
+# ---------------------------------------------------------------------------
+# The process: one line and exit 2 for what the user can fix, 130 for Ctrl-C
+
+
+def _env(*front):
+    """The environment of a child process: this checkout (and `front`, a
+    folder with a sitecustomize.py) first on its path."""
+    path = [*front, REPO, os.environ.get("PYTHONPATH", "")]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in path if p))
+
+
+def _program(argv, env=None, prelude=None, timeout=300):
+    """`python -m fastdeploy_mtp ARGV` (after the Python statements `prelude`,
+    in the same process, where given): (exit code, stdout, stderr)."""
+    if prelude is None:
+        command = [sys.executable, "-m", "fastdeploy_mtp", *argv]
+    else:
+        run = ("import runpy, sys\n" + textwrap.dedent(prelude)
+               + "\nsys.argv = ['fastdeploy_mtp', *sys.argv[1:]]\n"
+               "runpy.run_module('fastdeploy_mtp', run_name='__main__', alter_sys=True)\n")
+        command = [sys.executable, "-c", run, *argv]
+    done = subprocess.run(command, cwd=REPO, env=env or _env(), capture_output=True, text=True,
+                          timeout=timeout)
+    return done.returncode, done.stdout, done.stderr
+
+
+def _one_line(err: str, start: str) -> None:
+    assert "Traceback" not in err, err
+    assert err.count("\n") == 1 and err.startswith(start), err
+
+
+# Makes `import paddle` fail as it does where Paddle is not installed, in every
+# process that starts with this folder on its path (check's children too).
+NO_PADDLE = """\
+import importlib.abc
+import sys
+
+
+class NoPaddle(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "paddle" or name.startswith("paddle."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, NoPaddle())
+"""
+
+
+@pytest.mark.parametrize("argv", [
+    ["simulate", "--steps", "2"],
+    ["check", "--form", "rollback"],
+    ["check"],  # every form, each in a child process: the first child's line, once
+    ["bench", "--device", "cpu", "--bsz", "1", "--repeat", "1", "--rounds", "1"],
+    ["bench"],  # asks Paddle whether a GPU is there
+    ["bench-sim"],
+    ["bench-gpu"],
+])
+def test_without_paddle_a_command_says_what_to_install(tmp_path, argv):
+    (tmp_path / "sitecustomize.py").write_text(NO_PADDLE)
+    code, _, err = _program(argv, env=_env(str(tmp_path)))
+    assert code == 2, (code, err)
+    assert err == cli.ERROR + cli.PADDLE_MISSING + "\n", err
+    assert 'pip install -e ".[cpu]"' in err and "paddlepaddle-gpu" in err
+
+
+def test_without_paddle_the_help_version_and_signature_still_work(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text(NO_PADDLE)
+    env = _env(str(tmp_path))
+    assert _program(["--help"], env=env)[0] == 0
+    assert _program(["simulate", "--help"], env=env)[0] == 0
+    assert _program(["--version"], env=env)[:2] == (0, f"fastdeploy_mtp {fastdeploy_mtp.__version__}\n")
+    code, out, err = _program(["signature"], env=env)
+    assert code == 0 and "matches" in out, (code, out, err)
+
+
+# The loader's refusal (a missing compiler, an unusable cache folder, ...),
+# raised where the op library is loaded, as the loader raises it.
+BUILD_ERROR = """
+from fastdeploy_mtp import _build, ops
+
+def refuse(form):
+    raise _build.BuildError("no C++ compiler found: install g++, or name one in CXX")
+
+ops._load_form = refuse
+"""
+
+
+@pytest.mark.parametrize("argv", [["simulate", "--steps", "2"], ["check", "--form", "recompute"],
+                                  ["bench", "--device", "cpu", "--bsz", "1", "--repeat", "1",
+                                   "--rounds", "1"]])
+def test_a_library_that_cannot_be_built_is_one_line_and_exit_2(argv):
+    code, _, err = _program(argv, prelude=BUILD_ERROR)
+    assert code == 2, (code, err)
+    assert err == ("fastdeploy_mtp: error: no C++ compiler found: install g++, or name one "
+                   "in CXX\n"), err
+
+
+def test_a_build_error_of_several_lines_is_still_one(monkeypatch, capsys):
+    from fastdeploy_mtp import _build, ops
+
+    def refuse(form):
+        raise _build.BuildError("the cache folder /x is not writable:\n  make it so, or set "
+                                "FASTDEPLOY_MTP_CACHE")
+
+    monkeypatch.setattr(ops, "_load_form", refuse)
+    assert cli.main(["check", "--form", "rollback"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("fastdeploy_mtp: error: the cache folder /x is not writable: make it so, or "
+                   "set FASTDEPLOY_MTP_CACHE\n"), err
+
+
+@pytest.mark.parametrize("error", ["RuntimeError('a bug')",
+                                   "ModuleNotFoundError('No module named \"numpy.nope\"', "
+                                   "name='numpy.nope')"])
+def test_a_bug_keeps_its_traceback(error):
+    """Only what a user can fix is one line: anything else is a bug to report."""
+    code, _, err = _program(["simulate", "--steps", "2"], prelude=f"""
+from fastdeploy_mtp import ops
+
+def broken(form):
+    raise {error}
+
+ops._load_form = broken
+""")
+    assert code == 1 and "Traceback" in err, (code, err)
+
+
+@pytest.mark.parametrize("argv", [["simulate", "--steps", "2"], ["check", "--form", "rollback"],
+                                  ["check"], ["bench-sim"]])
+def test_an_unknown_form_in_the_environment_is_one_line_and_exit_2(argv):
+    code, out, err = _program(argv, env=dict(_env(), FASTDEPLOY_MTP_FORM="nope"))
+    assert code == 2 and out == "", (code, out, err)
+    _one_line(err, "fastdeploy_mtp: error: FASTDEPLOY_MTP_FORM='nope': ")
+    assert "rollback, recompute, shadow" in err, err
+
+
+def _start(argv, env=None, prelude=None):
+    """The program as a terminal starts it: SIGINT at its default (a test
+    runner may have it ignored), in a process group of its own, for a
+    terminal's Ctrl-C to reach every process in it."""
+    def child():
+        os.setpgrp()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    command = ([sys.executable, "-m", "fastdeploy_mtp", *argv] if prelude is None else
+               [sys.executable, "-c", "import runpy, sys\n" + textwrap.dedent(prelude)
+                + "\nsys.argv = ['fastdeploy_mtp', *sys.argv[1:]]\n"
+                "runpy.run_module('fastdeploy_mtp', run_name='__main__', alter_sys=True)\n",
+                *argv])
+    return subprocess.Popen(command, cwd=REPO, env=env or _env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, preexec_fn=child)
+
+
+def test_ctrl_c_is_one_line_and_exit_130():
+    proc = _start(["simulate", "--steps", "100000"])
+    first = proc.stdout.readline()
+    # Into the loop (a step's row is out), past Paddle's import: a signal
+    # inside an extension module's initialisation may be taken for its failure.
+    line = b" "
+    while line and not re.match(rb"\s+\d+\s+\d+\s", line):
+        line = proc.stdout.readline()
+    assert line, "the run ended before its first step"
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert first.startswith(b"simulate: mode mixed"), first
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert err.decode() == "fastdeploy_mtp: interrupted\n", err
+
+
+# In check's child processes, the check itself says so and then takes its time.
+SLOW_CHECK = """\
+import os
+import time
+
+if os.environ.get("FASTDEPLOY_MTP_FORM"):  # a child of `check`
+    import fastdeploy_mtp.registration as registration
+
+    def waiting(form, print_fn=print):
+        print("child waiting", flush=True)
+        time.sleep(600)
+        return []
+
+    registration.check_all = waiting
+"""
+
+
+def test_ctrl_c_during_check_of_every_form_is_one_line_and_exit_130(tmp_path):
+    """A terminal's Ctrl-C reaches `check` and the child checking a form
+    alike: the child says so, `check` adds no second line, and stops."""
+    (tmp_path / "sitecustomize.py").write_text(SLOW_CHECK)
+    env = dict(_env(str(tmp_path)))
+    env.pop("FASTDEPLOY_MTP_FORM", None)
+    proc = _start(["check"], env=env)
+    lines = []
+    while not lines or lines[-1] != b"child waiting\n":
+        lines.append(proc.stdout.readline())
+        assert lines[-1], lines
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert err.decode() == "fastdeploy_mtp: interrupted\n", err
+    assert b"the recompute form" not in b"".join(lines) + out  # stopped at the first form
+
+
+def test_an_unwritable_plot_is_refused_before_the_run():
+    """os.access says root may write in /proc; only writing tells."""
+    pytest.importorskip("matplotlib")
+    code, out, err = _program(["simulate", "--steps", "2", "--plot", "/proc/x.png"])
+    assert code == 2 and out == "", (code, out, err)
+    _one_line(err, "simulate: --plot /proc/x.png: cannot write there")
+
+
+def test_a_writable_plot_place_is_left_as_it_was(tmp_path):
+    pytest.importorskip("matplotlib")
+    from fastdeploy_mtp.harness.simulate_cli import plot_problem
+
+    there = tmp_path / "old.png"
+    there.write_bytes(b"an older plot")
+    assert plot_problem(str(there)) is None and plot_problem(str(tmp_path / "new.png")) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.png"]
+    assert there.read_bytes() == b"an older plot"
+
+
+# ---------------------------------------------------------------------------
+# check: what it builds, and why, before it builds
+
+
+def test_check_says_why_it_runs_every_form_in_a_process_of_its_own(monkeypatch, capsys):
+    started = []
+
+    def child(form):
+        started.append((form, capsys.readouterr().out))
+        return 0
+
+    monkeypatch.setattr(cli, "_check_in_own_process", child)
+    assert cli.main(["check"]) == 0
+    forms = [form for form, _ in started]
+    assert forms == ["rollback", "recompute", "shadow"]
+    said = started[0][1]
+    assert said.startswith("check: the forms rollback, recompute, shadow, each in a process of its "
+                           "own with an op library of its own"), said
+    assert "not built yet builds it first" in said and said.endswith("== the rollback form\n")
+    assert [out for _, out in started[1:]] == ["== the recompute form\n", "== the shadow form\n"]
+
+
+@pytest.mark.parametrize("stop,code", [(2, 2), (130, 130), (-signal.SIGINT, 130)])
+def test_check_stops_at_a_form_whose_process_refused_or_was_interrupted(monkeypatch, stop, code):
+    started = []
+    monkeypatch.setattr(cli, "_check_in_own_process", lambda form: started.append(form) or stop)
+    assert cli.main(["check"]) == code
+    assert started == ["rollback"]
+
+
+def test_check_of_every_form_fails_if_one_does(monkeypatch):
+    monkeypatch.setattr(cli, "_check_in_own_process", lambda form: int(form == "recompute"))
+    assert cli.main(["check"]) == 1
+
+
+# ---------------------------------------------------------------------------
+# Packaging: one version, the console script, licence, py.typed, changelog
+
+
+def _pyproject():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+        return tomllib.load(f)
+
+
+def test_version_prints_the_package_version():
+    code, out, err = _program(["--version"])
+    assert (code, out, err) == (0, f"fastdeploy_mtp {fastdeploy_mtp.__version__}\n", "")
+    assert re.fullmatch(r"\d+\.\d+\.\d+", fastdeploy_mtp.__version__)
+
+
+def test_the_version_has_one_source():
+    """pyproject.toml names no version of its own: setuptools reads
+    fastdeploy_mtp.__version__, so a checkout and the wheel built from it
+    cannot disagree (.ci/check_wheel.sh compares the wheel's metadata)."""
+    project = _pyproject()
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {
+        "attr": "fastdeploy_mtp.__version__"}
+
+
+def test_the_console_script_is_the_program():
+    entry = _pyproject()["project"]["scripts"]["fastdeploy-mtp"]
+    module, name = entry.split(":")
+    script = f"import sys; from {module} import {name} as main; sys.exit(main())"
+
+    def console(*argv):
+        done = subprocess.run([sys.executable, "-c", script, *argv], cwd=REPO, env=_env(),
+                              capture_output=True, text=True, timeout=120)
+        return done.returncode, done.stdout, done.stderr
+
+    assert console("--version") == _program(["--version"])
+    code, out, err = console("simulate", "--steps", "2", "--quiet")
+    assert code == 0 and out.endswith("OK: the mask offsets stayed right\n"), (code, out, err)
+    code, _, err = console("bogus")
+    assert code == 2 and err.startswith("fastdeploy-mtp: argument COMMAND: invalid choice"), err
+    code, out, _ = console("--help")
+    assert code == 0 and out.startswith("usage: fastdeploy-mtp ")
+
+
+def test_the_licence_py_typed_and_changelog_ship():
+    project = _pyproject()
+    assert project["project"]["license"] == "Apache-2.0"
+    assert project["project"]["license-files"] == ["LICENSE"]
+    with open(os.path.join(REPO, "LICENSE")) as f:
+        text = " ".join(f.read().split())
+    assert text.startswith("Apache License Version 2.0, January 2004 "
+                           "http://www.apache.org/licenses/ TERMS AND CONDITIONS")
+    assert "END OF TERMS AND CONDITIONS" in text
+    assert os.path.isfile(os.path.join(REPO, "fastdeploy_mtp", "py.typed"))
+    assert "py.typed" in project["tool"]["setuptools"]["package-data"]["fastdeploy_mtp"]
+    with open(os.path.join(REPO, "CHANGELOG.md")) as f:
+        releases = re.findall(r"^## \[([^\]]+)\] - (\d{4}-\d{2}-\d{2})$", f.read(), re.M)
+    assert releases and releases[0][0] == fastdeploy_mtp.__version__, releases
+
+
+def test_the_install_hints_are_the_readmes():
+    """Each hint's checkout command is one the README gives, for an extra
+    that installs what the hint says is missing."""
+    from fastdeploy_mtp.harness.simulate_cli import MATPLOTLIB_MISSING
+
+    with open(os.path.join(REPO, "README.md")) as f:
+        readme = f.read()
+    extras = _pyproject()["project"]["optional-dependencies"]
+    for hint, package in ((cli.PADDLE_MISSING, "paddlepaddle"), (MATPLOTLIB_MISSING, "matplotlib")):
+        command = re.search(r'pip install -e "\.\[(\w+)\]"', hint)
+        assert command and command.group(0) in readme, hint
+        assert any(d.split("=")[0].strip() == package for d in extras[command.group(1)]), hint
+        assert f"pip install {package}" in hint, hint

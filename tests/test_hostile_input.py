@@ -729,7 +729,10 @@ def test_decode_role_needs_room_for_k_positions():
     (["bogus"], "invalid choice: 'bogus'"),
     ([], "the following arguments are required: COMMAND"),
     (["bench", "--bsz"], "expected at least one argument"),
-    (["simulate", "--plot", "/nonexistent-folder/x.png"], "does not exist or is not writable"),
+    (["simulate", "--plot", "/nonexistent-folder/x.png"],
+     "the folder /nonexistent-folder does not exist"),
+    # a folder that exists, where even root cannot make a file (os.access says it can)
+    (["simulate", "--plot", "/proc/x.png"], "--plot /proc/x.png: cannot write there"),
     (["simulate", "--plot", "plot.notanimage"], "unknown image type 'notanimage'"),
     (["simulate", "--graphs"], "--graphs needs --device gpu"),
     (["bench", "--bsz", "-1"], "--bsz must be within [1, 1048576], got -1"),
@@ -763,7 +766,8 @@ def test_plot_without_matplotlib_is_one_line_and_exit_2(monkeypatch, capsys):
     assert main(["simulate", "--plot", "x.png"]) == 2
     out, err = capsys.readouterr()
     assert out == "", out
-    assert err == "simulate: --plot needs matplotlib (pip install matplotlib)\n", err
+    assert err == ('simulate: --plot needs matplotlib, which is not installed: pip install -e '
+                   '".[plot]" in a checkout, or pip install matplotlib\n'), err
 
 
 # Both causes, whatever this machine has: Paddle's answers are replaced.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from typing import Optional
 
 from ..devices import gpu_problem
@@ -84,12 +85,36 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+# The README's words: the `plot` extra in a checkout, or the package itself.
+MATPLOTLIB_MISSING = ('--plot needs matplotlib, which is not installed: pip install -e ".[plot]" '
+                      "in a checkout, or pip install matplotlib")
+
+
+def _write_problem(path: str) -> Optional[str]:
+    """Why a file `path` cannot be written, found by writing in its place
+    (os.access says yes to root everywhere, /proc included): an existing
+    file is opened for appending and left as it was, else a scratch file is
+    made beside it and removed."""
+    try:
+        if os.path.exists(path):
+            with open(path, "ab"):
+                pass
+        else:
+            fd, scratch = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                                           prefix=".fastdeploy_mtp-plot-")
+            os.close(fd)
+            os.unlink(scratch)
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
 def plot_problem(path: str):
     """Why `--plot path` could not be written, checked before the run."""
     try:
         import matplotlib
     except ImportError:
-        return "--plot needs matplotlib (pip install matplotlib)"
+        return MATPLOTLIB_MISSING
     matplotlib.use("Agg")
     from matplotlib.backend_bases import FigureCanvasBase
 
@@ -99,10 +124,13 @@ def plot_problem(path: str):
         return (f"--plot {path}: unknown image type {ext!r}; use one of "
                 f"{', '.join(sorted(formats))}")
     folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        return f"--plot {path}: the folder {folder} does not exist or is not writable"
+    if not os.path.isdir(folder):
+        return f"--plot {path}: the folder {folder} does not exist"
     if os.path.isdir(path):
         return f"--plot {path}: is a folder"
+    why = _write_problem(path)
+    if why:
+        return f"--plot {path}: cannot write there ({why})"
     return None
 
 
@@ -137,9 +165,10 @@ def validate(args) -> Optional[str]:
     return None
 
 
-def plot(args, path: str) -> None:
+def plot(args, path: str) -> bool:
     """Per step, with and without the fix: the worst mask-offset error, and
-    with --draft-model the disagreements with the cache-free recomputation."""
+    with --draft-model the disagreements with the cache-free recomputation.
+    False (said on stderr) where the file could not be written."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -163,13 +192,18 @@ def plot(args, path: str) -> None:
     axes[0, 0].set_title(f"{what} per step, {mode}, num_model_steps {args.num_model_steps}"
                          + (f", image prob {args.image_prob}" if args.image_prob else ""))
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    try:
+        fig.savefig(path, dpi=100)
+    except OSError as e:  # the place was checked before the run; it changed since
+        print(f"simulate: --plot {path}: could not write it ({e.strerror or e})", file=sys.stderr)
+        return False
     said = f"{fixed.violations} violations"
     said_old = f"{old.violations} violations"
     if fixed.model is not None:
         said += f", {fixed.model.disagreements} disagreements"
         said_old += f", {old.model.disagreements} disagreements"
     print(f"plot: {path} (with the fix: {said}; without: {said_old})")
+    return True
 
 
 def main(args) -> int:
@@ -218,8 +252,7 @@ def main(args) -> int:
         print(f"no request reached a decode step (each ended first, --max-dec-len "
               f"{args.max_dec_len}): nothing was rolled back, so the old behaviour could not "
               f"drift; raise --max-dec-len or --steps to see it")
-    if args.plot:
-        plot(args, args.plot)
+    plotted = plot(args, args.plot) if args.plot else True
     if not t.failed:
         print("OK: the mask offsets stayed right" + (" and the draft model computed exactly "
                                                      "what a cache-free one does"
@@ -227,4 +260,6 @@ def main(args) -> int:
     else:
         print("FAILED: " + ("the mask offsets drifted" if t.violations else
                             "the draft model attended through a wrong mask"))
+    if not plotted:
+        return 2
     return 1 if t.failed else 0
