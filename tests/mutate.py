@@ -55,6 +55,9 @@ RECORD = "custom_ops/gpu_record.h"
 RULES = "custom_ops/launch_rules.h"
 MASK_OP = "custom_ops/update_attn_mask_offsets_op.cc"
 PRE_OP = "custom_ops/draft_model_preprocess_op.cc"
+MAIN = "fastdeploy_mtp/__main__.py"
+SIM_CLI = "fastdeploy_mtp/harness/simulate_cli.py"
+PYPROJECT = "pyproject.toml"
 # Python that runs on a GPU only (the loop replayed from CUDA graphs): its
 # mutations are the GPU suite's to kill, as the CUDA sources' are.
 GPU_ONLY_PYTHON = (CAPTURED,)
@@ -465,6 +468,52 @@ MUTATIONS = [
              "if not isinstance(value, (bool, np.bool_)):",
              "if not isinstance(value, (bool, np.bool_, np.integer)):"),
     # -- the build ------------------------------------------------------------------------
+    # -- the command line and the packaging -------------------------------------
+    Mutation('a missing Paddle shown as a traceback', MAIN,
+             '        if e.name != "paddle":\n            raise\n        return _refuse(PADDLE_MISSING)',
+             '        raise'),
+    Mutation('a BuildError shown as a traceback', MAIN,
+             '    except BuildError as e:\n        return _refuse(str(e))\n',
+             ''),
+    Mutation('a BuildError of several lines printed as they are', MAIN,
+             'print(ERROR + " ".join(message.split()), file=sys.stderr)',
+             'print(ERROR + message, file=sys.stderr)'),
+    Mutation('an unknown form found only when a library loads', MAIN,
+             'problem = _form_problem() if args.command != "signature" else None',
+             'problem = None'),
+    Mutation('any missing module taken for Paddle', MAIN,
+             'if e.name != "paddle":',
+             'if e.name is None:'),
+    Mutation('Ctrl-C shown as a traceback', MAIN,
+             '    except KeyboardInterrupt:\n        print("fastdeploy_mtp: interrupted", file=sys.stderr)\n        return 128 + signal.SIGINT\n',
+             ''),
+    Mutation('check of every form says interrupted twice', MAIN,
+             'previous = signal.signal(signal.SIGINT, signal.SIG_IGN)',
+             'previous = signal.getsignal(signal.SIGINT)'),
+    Mutation('--version prints a second version number', MAIN,
+             'version=f"fastdeploy_mtp {__version__}"',
+             'version="fastdeploy_mtp 0.1"'),
+    Mutation('check of every form silent about its builds', MAIN,
+             '"library is not built yet builds it first, once", flush=True)',
+             '"", end="")'),
+    Mutation('check of every form goes on past a refused one', MAIN,
+             'if code in (2, 130):',
+             'if code == 130:'),
+    Mutation('--plot checked by os.access', SIM_CLI,
+             '    why = _write_problem(path)\n',
+             '    why = None if os.access(os.path.dirname(os.path.abspath(path)), os.W_OK) else "no"\n'),
+    Mutation('the install hint names a plot extra that does not exist', SIM_CLI,
+             'pip install -e ".[plot]" \'',
+             'pip install -e ".[plots]" \''),
+    Mutation('a second version number in pyproject', PYPROJECT,
+             'dynamic = ["version"]',
+             'version = "0.1.0"'),
+    Mutation('the console script without its own name', PYPROJECT,
+             'fastdeploy-mtp = "fastdeploy_mtp.__main__:console"',
+             'fastdeploy-mtp = "fastdeploy_mtp.__main__:main"'),
+    Mutation('py.typed left out of the wheel', PYPROJECT,
+             '"fastdeploy_mtp" = ["py.typed"]',
+             '"fastdeploy_mtp" = []'),
     Mutation("kernel headers left out of the build's hash", BUILD,
              'SOURCE_SUFFIXES = (".h", ".cuh", ".cc", ".cu")', 'SOURCE_SUFFIXES = (".h", ".cc", ".cu")'),
     Mutation("kernel sources left out of the build's hash", BUILD,
@@ -538,7 +587,7 @@ def applies(m: Mutation) -> bool:
     """Whether `m` applies to today's sources (tried on a copy of its file)."""
     with tempfile.TemporaryDirectory() as tmp:
         dst = Path(tmp) / m.path
-        dst.parent.mkdir(parents=True)
+        dst.parent.mkdir(parents=True, exist_ok=True)  # a top-level file's folder is tmp
         shutil.copy2(REPO / m.path, dst)
         return apply(m, Path(tmp))
 
