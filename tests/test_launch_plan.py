@@ -6,6 +6,9 @@ with room for 8 only, one without clusters, grids of few resident blocks).
 Each case sits at a threshold of docs/contract.md ("GPU: errors, streams,
 graphs, devices"): the last batch of one shape and the first of the next,
 so a bound moved by one, or a rule dropped, fails here before any GPU runs.
+Then every rule over a grid of described devices (clusters of 0..16 blocks
+fitting, resident blocks of several SM counts): each plan ends after a
+bounded number of questions to the device and is a launch the device can run.
 """
 
 import subprocess
