@@ -153,7 +153,11 @@ Launch plan_cluster(const Device& d, KernelId k, int64_t work, const ClusterShap
                     int max_threads) {
   const Launch none{Scope::kOneBlock, 0, 0, false};
   ClusterBounds most = cluster_bounds(c, max_threads);
-  for (;;) {
+  // Each pass returns, or shrinks the cluster to the portable size, at which
+  // the next pass returns. A retry that shrinks returns within one pass per
+  // cluster size (2 to 16 blocks), so the bound changes no plan; one that does
+  // not shrink stops at the bound instead of looping forever.
+  for (int pass = 0; pass < kMaxClusterBlocks; ++pass) {
     if (work <= c.block_max || work > most.capacity()) return none;
     int64_t threads = ((work + most.blocks - 1) / most.blocks + 31) / 32 * 32;
     const int64_t least = ((int64_t)c.min_threads + 31) / 32 * 32;
@@ -166,6 +170,7 @@ Launch plan_cluster(const Device& d, KernelId k, int64_t work, const ClusterShap
     if (most.blocks <= kPortableClusterBlocks) return none;
     most.blocks = kPortableClusterBlocks;
   }
+  return none;
 }
 
 // draft_model_preprocess: a thread a request, in one cluster, a grid or one

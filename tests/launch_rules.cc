@@ -11,11 +11,17 @@
 // LaunchShape's mask_lanes (0: chosen). Each answer is one line:
 //   SCOPE BLOCKS THREADS OVERLAP [LANES SHARE]
 // with SCOPE one of block, cluster, grid (or "none" for a mask plan of lanes
-// the kernels are not built for).
+// the kernels are not built for). A question after the word `asks` (`asks pre
+// ...`, `asks mask ...`) also says what the plan asked the device, after the
+// answer:
+//   | fits SIZES... | resident CALLS
+// the cluster sizes it asked cluster_fits about, in order, and how many times
+// it asked for the resident blocks.
 #include <cstdio>
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "launch_rules.h"
 
@@ -25,10 +31,25 @@ struct Described {
   bool has_clusters;
   int grid_resident;
   int cluster_blocks;
+  // What a plan asked (a rule's work is its questions to the device).
+  mutable std::vector<int> fits_asked;
+  mutable int resident_asked = 0;
   bool clusters() const { return has_clusters; }
-  int resident(mtp::KernelId, int) const { return grid_resident; }
-  bool cluster_fits(mtp::KernelId, int blocks, int) const { return blocks <= cluster_blocks; }
+  int resident(mtp::KernelId, int) const {
+    ++resident_asked;
+    return grid_resident;
+  }
+  bool cluster_fits(mtp::KernelId, int blocks, int) const {
+    fits_asked.push_back(blocks);
+    return blocks <= cluster_blocks;
+  }
 };
+
+void print_asked(const Described& d) {
+  std::printf(" | fits");
+  for (int b : d.fits_asked) std::printf(" %d", b);
+  std::printf(" | resident %d", d.resident_asked);
+}
 
 const char* scope_name(mtp::Scope s) {
   switch (s) {
@@ -51,6 +72,8 @@ int main() {
     std::istringstream in(line);
     std::string op;
     in >> op;
+    const bool asks = op == "asks";
+    if (asks) in >> op;
     if (op == "pre") {
       long long bsz;
       int scratch, clusters, resident, cluster_blocks;
@@ -58,6 +81,7 @@ int main() {
       if (!in) return 2;
       const Described d{clusters != 0, resident, cluster_blocks};
       print(mtp::plan_preprocess_launch(d, bsz, scratch != 0, mtp::LaunchShape{}));
+      if (asks) print_asked(d);
     } else if (op == "mask") {
       long long tokens, cols, bsz;
       int scratch, clusters, resident, cluster_blocks, lanes;
@@ -73,6 +97,7 @@ int main() {
         print(p.launch);
         std::printf(" %d %d", p.kernel.lanes, p.kernel.share ? 1 : 0);
       }
+      if (asks) print_asked(d);
     } else {
       return 2;
     }

@@ -6,6 +6,9 @@ with room for 8 only, one without clusters, grids of few resident blocks).
 Each case sits at a threshold of docs/contract.md ("GPU: errors, streams,
 graphs, devices"): the last batch of one shape and the first of the next,
 so a bound moved by one, or a rule dropped, fails here before any GPU runs.
+Then every rule over a grid of described devices (clusters of 0..16 blocks
+fitting, resident blocks of several SM counts): each plan ends after a
+bounded number of questions to the device and is a launch the device can run.
 """
 
 import subprocess
@@ -13,6 +16,10 @@ import subprocess
 import pytest
 
 from helpers import compile_cpu_harness
+
+# Every question to the harness answers within this: a rule that does not
+# terminate fails its test, not the suite by hanging it.
+HARNESS_TIMEOUT_S = 30
 
 # Devices: (clusters, resident grid blocks, largest cluster that fits).
 H200 = (1, 264, 16)       # sm_90, room for non-portable clusters
@@ -26,12 +33,27 @@ def plan(tmp_path_factory):
 
     def ask(*questions):
         text = "".join(" ".join(map(str, q)) + "\n" for q in questions)
-        r = subprocess.run([str(exe)], input=text, capture_output=True, text=True, timeout=60)
+        try:
+            r = subprocess.run([str(exe)], input=text, capture_output=True, text=True,
+                               timeout=HARNESS_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"launch_rules gave no answer to {len(questions)} questions within "
+                        f"{HARNESS_TIMEOUT_S} s: a rule that does not terminate")
         assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
-        return [tuple(int(x) if x.lstrip("-").isdigit() else x for x in line.split())
-                for line in r.stdout.splitlines()]
+        return [_answer(line) for line in r.stdout.splitlines()]
 
     return ask
+
+
+def _answer(line):
+    """The plan as a tuple; after `asks`, (plan, cluster sizes asked, resident asks)."""
+    plan, *asked = line.split("|")
+    answer = tuple(int(x) if x.lstrip("-").isdigit() else x for x in plan.split())
+    if not asked:
+        return answer
+    fits, resident = asked[0].split(), asked[1].split()
+    assert fits[0] == "fits" and resident[0] == "resident", line
+    return answer, tuple(map(int, fits[1:])), int(resident[1])
 
 
 def _pre(bsz, device=H200, scratch=1):
@@ -157,3 +179,97 @@ def test_every_launch_holds_its_work(plan):
             assert threads % 32 == 0 and 32 <= threads <= 1024, (bsz, device)
             assert blocks * threads >= min(bsz, 2048 * 32 // lanes) * lanes, (bsz, device)
             assert scope != "cluster" or (device[0] == 1 and blocks <= device[2])
+
+
+# -- every rule over a grid of described devices ------------------------------------------
+
+# The largest cluster that fits (0: none fits; 1 cannot be a cluster), blocks
+# resident on an SM at once and SMs; -1: no cooperative launch.
+CLUSTER_FITS = range(0, 17)
+RESIDENT = sorted({per_sm * sms for per_sm in (1, 2, 16) for sms in (1, 3, 132)} | {-1, 0})
+BATCHES = (1, 2, 16, 17, 33, 65, 129, 257, 513, 600, 1025, 2049, 4097, 100000)
+
+
+def _grid_devices():
+    for clusters in (0, 1):
+        for fits in CLUSTER_FITS if clusters else (0, 16):  # no clusters: nothing to fit
+            for resident in RESIDENT:
+                yield clusters, resident, fits
+
+
+def _asked_within_bounds(question, fits_asked, resident_asked, clusters):
+    """A plan asks the device at most two cluster sizes (the one it wants, then
+    the portable size), each a size a cluster can have, and its resident
+    blocks at most once: a rule's work is bounded whatever the device says."""
+    assert len(fits_asked) <= 2, (question, fits_asked)
+    assert all(2 <= b <= 16 for b in fits_asked), (question, fits_asked)
+    assert len(fits_asked) < 2 or fits_asked[1] <= 8, (question, fits_asked)
+    assert clusters or not fits_asked, (question, fits_asked)
+    assert resident_asked <= 1, (question, resident_asked)
+
+
+def _within_device(question, scope, blocks, threads, max_threads, clusters, resident, fits,
+                   scratch):
+    assert threads % 32 == 0 and 32 <= threads <= max_threads, question
+    if scope == "block":
+        assert blocks == 1, question
+    elif scope == "cluster":
+        assert clusters and 2 <= blocks <= min(fits, 16), question
+    else:
+        assert scope == "grid", question
+        assert scratch and 2 <= blocks <= min(resident, 1024), question
+
+
+def test_every_preprocess_rule_ends_within_any_device(plan):
+    """Over every described device (sm_90 or not, clusters of 1..16 blocks
+    fitting, any resident blocks): the plan ends, asks the device a bounded
+    number of questions, and is a launch the device can run: a cluster no
+    bigger than fits and holding every request, a grid no bigger than is
+    resident (and only with scratch), whole warps within the kernel's 512
+    threads. A retry that never shrinks its cluster would loop on a device
+    whose clusters fit fewer than 8 blocks."""
+    questions = [("asks", "pre", bsz, scratch, clusters, resident, fits)
+                 for clusters, resident, fits in _grid_devices()
+                 for scratch in (0, 1) for bsz in BATCHES]
+    answers = plan(*questions)
+    assert len(answers) == len(questions)
+    for q, ((scope, blocks, threads, overlap), fits_asked, resident_asked) in zip(questions,
+                                                                                 answers):
+        _, _, bsz, scratch, clusters, resident, fits = q
+        _asked_within_bounds(q, fits_asked, resident_asked, clusters)
+        _within_device(q, scope, blocks, threads, 512, clusters, resident, fits, scratch)
+        assert overlap == clusters, q
+        if scope == "block":
+            assert threads == min((bsz + 31) // 32 * 32, 512), q
+        if scope == "cluster":
+            assert blocks * threads >= bsz, q
+
+
+def test_every_mask_rule_ends_within_any_device(plan):
+    """The same for update_attn_mask_offsets, its lanes chosen or asked for,
+    short and long prompts: lanes the kernels are built for, a cluster only of
+    16 or 32 lanes a request and holding the work."""
+    questions = [("asks", "mask", tokens, cols, bsz, scratch, clusters, resident, fits, lanes)
+                 for clusters, resident, fits in _grid_devices()
+                 for scratch in (0, 1) for bsz in BATCHES
+                 for tokens, cols in ((bsz, 1), (bsz * 70, 4096)) for lanes in (0, 16)]
+    answers = plan(*questions)
+    assert len(answers) == len(questions)
+    for q, (answer, fits_asked, resident_asked) in zip(questions, answers):
+        _, _, tokens, cols, bsz, scratch, clusters, resident, fits, asked_lanes = q
+        scope, blocks, threads, overlap, lanes, share = answer
+        _asked_within_bounds(q, fits_asked, resident_asked, clusters)
+        _within_device(q, scope, blocks, threads, 1024, clusters, resident, fits, scratch)
+        assert overlap == clusters and lanes in (32, 16, 8), q
+        assert asked_lanes in (0, lanes), q
+        assert share == int(cols > 64 and tokens > 64), q
+        if scope == "cluster":
+            assert lanes >= 16, q
+            assert blocks * threads >= min(bsz, 2048 * 32 // lanes) * lanes, q
+
+
+def test_a_device_whose_clusters_fit_fewer_than_8_blocks_gets_the_grid(plan):
+    """Clusters of 16 and then of 8 do not fit: the plan asks about each once
+    and takes the grid (a retry at 8 that does not stop there never ends)."""
+    assert plan(("asks", "pre", 600, 1, 1, 264, 4)) == [(("grid", 5, 128, 1), (10, 7), 1)]
+    assert plan(("asks", "pre", 600, 0, 1, 264, 4)) == [(("block", 1, 512, 1), (10, 7), 0)]

@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 
 from fastdeploy_mtp.harness import simulate, simulate_cli
+from fastdeploy_mtp.harness.draft_check import ModelTally
+from fastdeploy_mtp.harness.sim_fastdeploy import OutsideWrites
 from helpers import sim_args
 
 
@@ -236,21 +238,18 @@ def test_alignment_reports_not_need_stop_either_way(running, draft_runs, said):
 def test_the_mask_check_passes_true_ends_and_reports_each_wrong_one():
     """Slot 1's prompt attends [0, 2, 2] (an image span of two); fed 4
     positions from 1: true ends 3, 3, 4, 5."""
-    from fastdeploy_mtp.harness.draft_check import true_ends
-
-    _, base = _loop_parts()
-    want = true_ends(base.slots[1].mask_offsets, np.arange(1, 5))
-    assert want.tolist() == [3, 3, 4, 5]
+    truth = {1: simulate.Submitted(np.array([0, 2, 2]))}
+    want = np.array([3, 3, 4, 5])
     out = np.zeros(2 * 6, np.int32)
     out[(2 + np.arange(4)) * 2 + 1] = want  # the request's tokens are 2..5 of the batch
     tally = simulate.Tally()
-    assert simulate.check_mask_offsets(base, out, [(1, 2, 4, 1)], tally, "here") == 0
+    assert simulate.check_mask_offsets(truth, out, [(1, 2, 4, 1)], tally, "here") == 0
     assert tally.mask_violations == 0 and tally.tokens == 4
     for j, wrong in ((0, 2), (3, 6)):  # one short at the first token, one long at the last
         bad = out.copy()
         bad[(2 + j) * 2 + 1] = wrong
         tally = simulate.Tally()
-        worst = simulate.check_mask_offsets(base, bad, [(1, 2, 4, 1)], tally, "here")
+        worst = simulate.check_mask_offsets(truth, bad, [(1, 2, 4, 1)], tally, "here")
         assert tally.mask_violations == 1 and worst == 1
         got = want.tolist()
         got[j] = wrong
@@ -278,14 +277,51 @@ def _flags_seen(monkeypatch):
     return seen
 
 
+def _reprefills_seen(monkeypatch, text_offsets=False):
+    """Records each request the runner prefills again, and whether its prompt
+    has image spans; with `text_offsets`, the runner's re-prefill drops them
+    (text offsets for the whole prompt: a planted runner bug)."""
+    real = simulate.reprefill_request
+    seen = {"again": 0, "with_images": 0}
+
+    def recording(slot, life):
+        r = real(slot, life)
+        seen["again"] += 1
+        n = len(life.mask_offsets)
+        seen["with_images"] += int((np.asarray(life.mask_offsets) != np.arange(n)).any())
+        if text_offsets:
+            r.mask_offsets = list(range(len(r.prompt)))
+        return r
+
+    monkeypatch.setattr(simulate, "reprefill_request", recording)
+    return seen
+
+
 @pytest.mark.parametrize("k", [1, 2, 3, 4])
 def test_a_v0_scheduler_drops_blocked_requests_and_prefills_them_again(monkeypatch, k):
     seen = _flags_seen(monkeypatch)
+    again = _reprefills_seen(monkeypatch)
     t = simulate.run(args(num_model_steps=k, kv_scheduler="v0", block_prob=0.2, image_prob=0.5,
                           draft_model="tiny", steps=30, seed=k), legacy=False, print_rows=False)
     assert not t.failed, t.first_violation or t.model.first
     assert t.reprefilled > 0 and seen["dropped"] > 0 and seen["parked"] == 0
+    assert again["again"] == t.reprefilled and again["with_images"] > 0, again
     assert t.model.tokens > 0
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_a_re_prefill_that_drops_the_image_spans_is_caught(monkeypatch, k):
+    """The runner prefills a dropped request again with text offsets where its
+    prompt had image spans. Inserted, the base model and the ops all agree with
+    that wrong request; the checks hold it to the request as submitted, so
+    both the offset check and the oracle see the spans gone."""
+    again = _reprefills_seen(monkeypatch, text_offsets=True)
+    t = simulate.run(args(num_model_steps=k, kv_scheduler="v0", block_prob=0.2, image_prob=0.5,
+                          draft_model="tiny", steps=30, seed=k), legacy=False, print_rows=False)
+    assert again["with_images"] > 0, again
+    assert t.failed and t.align_violations == 0
+    assert t.mask_violations > 0 and "true ends" in t.first_violation, t.first_violation
+    assert t.model.disagreements > 0, "the oracle took the re-prefill's offsets for the truth"
 
 
 def test_a_v1_scheduler_parks_blocked_requests(monkeypatch):
@@ -306,3 +342,130 @@ def test_a_v0_scheduler_without_the_fix_drifts():
 def test_a_v0_scheduler_runs_a_mixed_node_with_our_runner_only(kw):
     said = simulate_cli.validate(args(kv_scheduler="v0", **kw))
     assert said and said.startswith("--kv-scheduler v0 runs a mixed node")
+
+
+# -- every check fails the run on its own ------------------------------------------------
+
+DRIFTED = "the mask offsets drifted"
+WRONG_MASK = "the draft model attended through a wrong mask"
+OUTSIDE = "FastDeploy's kernels would write outside a row or tensor"
+
+
+@pytest.mark.parametrize("kw,said", [
+    (dict(mask_violations=1), [DRIFTED]),
+    (dict(align_violations=1), [DRIFTED]),
+    (dict(model=ModelTally(tokens=900, disagreements=14)), [WRONG_MASK]),
+    (dict(outside=OutsideWrites(preprocess=1)), [OUTSIDE]),
+    (dict(outside=OutsideWrites(draft_update=1)), [OUTSIDE]),
+    (dict(align_violations=3, model=ModelTally(disagreements=2), outside=OutsideWrites(
+        draft_update=1)), [DRIFTED, WRONG_MASK, OUTSIDE]),
+])
+def test_each_check_alone_fails_the_run(kw, said):
+    """0 violations and 14 disagreements fail a run as surely as a violation
+    does; so does a write FastDeploy's kernels would make outside a row (they
+    index pre_ids' and input_ids' rows unchecked: another request's row, or
+    memory past the tensor)."""
+    t = simulate.Tally(tokens=900, **kw)
+    assert t.failed and t.failures == said
+
+
+def test_a_run_where_no_check_fired_passes():
+    t = simulate.Tally(tokens=900, substeps=60, rolled_back=40,
+                       model=ModelTally(tokens=900, max_diff=1e-6), outside=OutsideWrites())
+    assert not t.failed and t.failures == []
+
+
+def _summary(out: str) -> dict:
+    """The counts of a run's summary lines, and its verdict line."""
+    import re
+
+    said = {"violations": int(re.search(r"tokens checked, (\d+) violations", out).group(1))}
+    for key, pattern in (("disagreements", r"recomputation, (\d+) disagreements"),
+                         ("outside", r"on these states: (\d+) writes outside")):
+        m = re.search(pattern, out)
+        said[key] = int(m.group(1)) if m else None
+    verdicts = [line for line in out.splitlines() if line.startswith(("OK", "FAILED"))]
+    assert len(verdicts) == 1, out
+    said["verdict"] = verdicts[0]
+    return said
+
+
+def test_the_command_line_fails_on_violations_alone(monkeypatch, capsys):
+    """No draft model; one mask end the op returns moved by one, once: one
+    violation, and the run fails."""
+    real = simulate.MTPProposer.update_attn_mask_offsets
+    state = {"calls": 0}
+
+    def one_end_moved(self, ids, cu=None):
+        out = real(self, ids, cu)
+        state["calls"] += 1
+        if state["calls"] == 8:
+            import paddle
+
+            arr = out.numpy()
+            arr[1] += 1  # the first token's end
+            return paddle.to_tensor(arr)
+        return out
+
+    monkeypatch.setattr(simulate.MTPProposer, "update_attn_mask_offsets", one_end_moved)
+    assert simulate_cli.main(args(num_model_steps=3, steps=12, quiet=True)) == 1
+    said = _summary(capsys.readouterr().out)
+    assert said["violations"] == 1 and said["disagreements"] is None and said["outside"] is None
+    assert said["verdict"].startswith("FAILED: ")
+
+
+def test_the_command_line_fails_on_disagreements_alone(monkeypatch, capsys):
+    """The op right (0 violations), the draft model's attention one key
+    short at one decode token, once: the oracle's disagreements alone fail
+    the run."""
+    from fastdeploy_mtp.harness.tiny_model import TinyDecoder
+
+    real = TinyDecoder.forward_cached
+    state = {"calls": 0, "done": False}
+
+    def one_key_short(self, tokens, requests, offsets):
+        state["calls"] += 1
+        decoding = [(q, n) for _, q, n, start in requests if start > 0]
+        if state["calls"] > 6 and decoding and not state["done"]:
+            q, n = decoding[0]
+            offsets = offsets.copy()
+            offsets[2 * (q + n - 1) + 1] -= 1
+            state["done"] = True
+        return real(self, tokens, requests, offsets)
+
+    monkeypatch.setattr(TinyDecoder, "forward_cached", one_key_short)
+    assert simulate_cli.main(args(num_model_steps=3, steps=10, batch=4, draft_model="tiny",
+                                  quiet=True)) == 1
+    said = _summary(capsys.readouterr().out)
+    assert state["done"]
+    assert said["violations"] == 0 and said["disagreements"] > 0 and said["outside"] is None
+    assert said["verdict"].startswith("FAILED: ")
+
+
+def test_the_command_line_fails_on_fastdeploy_s_writes_outside_a_row_alone(monkeypatch, capsys):
+    """FastDeploy's runner on a mixed node (exact: no violation), with pre_ids
+    only --max-dec-len columns wide: a draft past a request's last token has
+    FastDeploy's draft_model_update write pre_ids[i, max_dec_len], one past the
+    row. Those writes alone fail the run."""
+    import paddle
+
+    from fastdeploy_mtp import proposer
+
+    real = proposer.draft_buffers
+    max_dec_len = 12
+
+    def narrow_pre_ids(max_num_seqs, max_model_len, draft_width, place=None):
+        bufs = real(max_num_seqs, max_model_len, draft_width, place)
+        narrow = np.full((max_num_seqs, max_dec_len), -1, np.int64)
+        bufs["pre_ids"] = paddle.to_tensor(narrow, place=bufs["pre_ids"].place)
+        return bufs
+
+    monkeypatch.setattr(proposer, "draft_buffers", narrow_pre_ids)
+    assert simulate_cli.main(args(num_model_steps=3, steps=30, runner="fastdeploy",
+                                  max_dec_len=max_dec_len, draft_eos_prob=0.0,
+                                  quiet=True)) == 1
+    out = capsys.readouterr().out
+    said = _summary(out)
+    assert said["violations"] == 0 and said["disagreements"] is None and said["outside"] > 0
+    assert f", {max_dec_len}], outside its {max_dec_len} columns" in out
+    assert said["verdict"].startswith("FAILED: ")

@@ -51,8 +51,10 @@ class DraftRunner:
         self.prompt_offsets: Dict[int, np.ndarray] = {}  # slot -> its prompt's mask offsets
 
     def admit(self, slot: int, mask_offsets: np.ndarray) -> None:
-        """A new request in `slot`: its prompt's true mask. The cache and the
-        held tokens keep whatever was there (a real runner does not clear them)."""
+        """A new request in `slot`: its prompt's true mask, as the workload
+        submitted it (not as a runner inserted it: a request prefilled again
+        keeps it, its later positions causal). The cache and the held tokens
+        keep whatever was there (a real runner does not clear them)."""
         self.prompt_offsets[slot] = np.asarray(mask_offsets, np.int64)
 
     def export_prompt(self, slot: int, n: int) -> tuple:

@@ -10,7 +10,8 @@ steps and resumes; in ``pd`` mode a prefill-node proposer (one substep) hands
 each request to a decode-node proposer. After every preprocess it checks the
 alignment with the base model (``seq_lens_decoder`` and ``step_idx``,
 ``not_need_stop``); at every substep, that every token written gets the mask
-end of its position (docs/contract.md, "The invariant").
+end of its position (docs/contract.md, "The invariant") in the request as
+the workload submitted it, whatever a runner inserted.
 
 ``--draft-model tiny`` puts a real attention model (``tiny_model``) in the
 loop: it runs on the op's offsets with a KV cache, its greedy tokens are the
@@ -25,7 +26,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import List, Optional, Union
+from typing import Dict, List, Optional, Union
 
 import numpy as np
 
@@ -34,7 +35,7 @@ from ..captured import CapturedDraft
 from .draft_check import DraftRunner, ModelTally, true_ends
 from . import sim_fastdeploy
 from ..proposer import MTPProposer, ProposerConfig, Request
-from .sim_models import VOCAB, ScriptedBase, draft_substep_update
+from .sim_models import VOCAB, ScriptedBase, SlotLife, draft_substep_update
 
 
 @dataclass
@@ -61,21 +62,51 @@ class Tally:
 
     @property
     def failed(self) -> bool:
-        return self.violations > 0 or (self.model is not None and self.model.disagreements > 0)
+        """Whether any check fired. A write outside a row fails the run too:
+        FastDeploy's kernels index a row of pre_ids or input_ids unchecked, so
+        such a write lands in another request's row or outside the tensor."""
+        return (self.violations > 0
+                or (self.model is not None and self.model.disagreements > 0)
+                or (self.outside is not None and self.outside.total > 0))
+
+    @property
+    def failures(self) -> List[str]:
+        """What failed the run, a phrase for each check that fired (none: it passed)."""
+        said = []
+        if self.violations > 0:
+            said.append("the mask offsets drifted")
+        if self.model is not None and self.model.disagreements > 0:
+            said.append("the draft model attended through a wrong mask")
+        if self.outside is not None and self.outside.total > 0:
+            said.append("FastDeploy's kernels would write outside a row or tensor")
+        return said
 
     def note(self, msg: str) -> None:
         if self.first_violation is None:
             self.first_violation = msg
 
 
-def check_mask_offsets(base: ScriptedBase, out: np.ndarray, fed: List[tuple], tally: Tally,
-                       where: str) -> int:
+@dataclass(frozen=True)
+class Submitted:
+    """A request as the workload submitted it: its prompt's mask offsets. The
+    checks' truth comes from here, never from what a runner inserted or the
+    ops read: a runner that prefills a dropped request again
+    (``--kv-scheduler v0``) feeds its prompt and the tokens generated since,
+    which attend causally, so every position's true end is
+    ``true_ends(mask_offsets, position)`` through any number of re-prefills."""
+
+    mask_offsets: np.ndarray
+
+
+def check_mask_offsets(truth: Dict[int, Submitted], out: np.ndarray, fed: List[tuple],
+                       tally: Tally, where: str) -> int:
     """The invariant: every token the op wrote (`fed`, from fed_requests) gets
-    the true end of its position (draft_check.true_ends)."""
+    the true end of its position (draft_check.true_ends) in the request its
+    slot holds (`truth`, slot -> the request as submitted)."""
     worst = 0
     for slot, q, n, start in fed:
         got = out[(q + np.arange(n)) * 2 + 1]
-        want = true_ends(base.slots[slot].mask_offsets, start + np.arange(n))
+        want = true_ends(truth[slot].mask_offsets, start + np.arange(n))
         tally.tokens += n
         bad = got != want
         if bad.any():
@@ -173,6 +204,9 @@ class Node:
     draft: Union[EagerDraft, CapturedDraft]  # how the ops are called (--graphs: replayed)
     runner: Optional[DraftRunner] = None  # the real draft model, with --draft-model
     fastdeploy: bool = False  # --runner fastdeploy: FastDeploy's inserts, no release
+    # Slot -> the request it holds, as the workload submitted it (admit_new
+    # alone writes it): the truth of the checks and of the oracle.
+    truth: Dict[int, Submitted] = field(default_factory=dict)
 
 
 def sim_place(device: str):
@@ -248,7 +282,7 @@ def engine_step(node: Node, step: int, rng, args, tally: Tally) -> dict:
         out = node.draft.mask_offsets(ids, cu)
         here = f"{where} substep {sub}"
         fed = fed_requests(p, n_all, cu)
-        worst = max(worst, check_mask_offsets(base, out, fed, tally, here))
+        worst = max(worst, check_mask_offsets(node.truth, out, fed, tally, here))
         chosen = None
         if node.runner is not None:
             chosen = node.runner.substep(ids, fed, out, tally.model, here)
@@ -282,15 +316,18 @@ def new_prompt(rng, args):
 
 def admit_new(node: Node, rng, args, handovers=None) -> List[int]:
     """Insert requests into free slots: new prompts, or handed-over ones
-    (prompt, mask offsets, first token, draft token, the prefill node's KV)."""
+    (prompt, mask offsets, first token, draft token, the prefill node's KV,
+    the request as submitted). Each slot's truth is the request as submitted."""
     free = node.base.free_slots()
     if handovers is None:
         free = [s for s in free if rng.random() < args.arrival_prob]
         made = [new_prompt(rng, args) for _ in free]
         reqs = [Request(slot=s, prompt=pr, mask_offsets=off.tolist()) for s, (pr, off) in zip(free, made)]
+        submitted = [Submitted(np.array(off, np.int64)) for _, off in made]
     else:
         reqs = [Request(slot=s, prompt=h[0], mask_offsets=h[1].tolist(), first_token=h[2],
                         draft_token=h[3]) for s, h in zip(free, handovers)]
+        submitted = [h[5] for h in handovers[:len(reqs)]]
     if not reqs:
         return []
     if node.fastdeploy:
@@ -298,20 +335,31 @@ def admit_new(node: Node, rng, args, handovers=None) -> List[int]:
     else:
         node.proposer.insert(reqs)
     for k, r in enumerate(reqs):
+        node.truth[r.slot] = submitted[k]
         node.base.admit(r.slot, r.prompt, mask_offsets=r.mask_offsets,
                         handover=None if r.first_token is None else (r.first_token, r.draft_token))
         if node.runner is not None:
-            node.runner.admit(r.slot, np.asarray(r.mask_offsets))
+            node.runner.admit(r.slot, submitted[k].mask_offsets)
             if handovers is not None:
                 node.runner.import_prompt(r.slot, handovers[k][4])
     return [r.slot for r in reqs]
 
 
+def reprefill_request(slot: int, life: SlotLife) -> Request:
+    """The request a runner prefills again once a dropped request's block
+    ends: its prompt and the tokens generated so far, the prompt's mask
+    offsets and causal ones after them."""
+    prompt = life.prompt + life.generated
+    offsets = list(life.mask_offsets) + list(range(len(life.prompt), len(prompt)))
+    return Request(slot=slot, prompt=prompt, mask_offsets=offsets)
+
+
 def prefill_dropped(node: Node) -> int:
     """Without kvcache_scheduler_v1 a block step drops its request (the draft
     marks batch_drop); once the block ends the runner prefills it again as a
-    new request: its prompt and the tokens generated so far, which attend
-    causally. Returns how many."""
+    new request (reprefill_request). The slot's truth stays the request as
+    submitted: what the runner inserts here is what the checks hold to it.
+    Returns how many."""
     again = [i for i, s in enumerate(node.base.slots) if s.active and s.dropped
              and s.blocked_for == 0 and not s.finished]
     if not again:
@@ -319,15 +367,11 @@ def prefill_dropped(node: Node) -> int:
     reqs = []
     for i in again:
         s = node.base.slots[i]
-        prompt = s.prompt + s.generated
-        offsets = list(s.mask_offsets) + list(range(len(s.prompt), len(prompt)))
-        reqs.append((Request(slot=i, prompt=prompt, mask_offsets=offsets), s.decoded + len(s.generated)))
+        reqs.append((reprefill_request(i, s), s.decoded + len(s.generated)))
     node.proposer.release(again)
     node.proposer.insert([r for r, _ in reqs])
     for r, decoded in reqs:
         node.base.admit(r.slot, r.prompt, mask_offsets=r.mask_offsets, decoded=decoded)
-        if node.runner is not None:
-            node.runner.admit(r.slot, np.asarray(r.mask_offsets))
     return len(again)
 
 
@@ -392,7 +436,8 @@ def run(args, legacy: bool, print_rows: bool = True, out=print) -> Tally:
                     life = node.base.slots[i]
                     first = int(node.base.a["accept_tokens"][i, 0])
                     kv = node.runner.export_prompt(i, len(life.prompt)) if node.runner else None
-                    pending.append((life.prompt, life.mask_offsets, first, int(c["sampled"][i]), kv))
+                    pending.append((life.prompt, life.mask_offsets, first, int(c["sampled"][i]), kv,
+                                    node.truth[i]))
                     life.finished = True
                     node.base.a["stop_flags"][i] = True
                 _write(node.base.buffers["stop_flags"], node.base.a["stop_flags"])
