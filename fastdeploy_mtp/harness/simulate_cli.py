@@ -258,8 +258,7 @@ def main(args) -> int:
                                                      "what a cache-free one does"
                                                      if t.model is not None else ""))
     else:
-        print("FAILED: " + ("the mask offsets drifted" if t.violations else
-                            "the draft model attended through a wrong mask"))
+        print("FAILED: " + "; ".join(t.failures))
     if not plotted:
         return 2
     return 1 if t.failed else 0
