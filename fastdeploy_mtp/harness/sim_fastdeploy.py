@@ -7,7 +7,11 @@ Our ops driven the way FastDeploy's own MTP proposer (the December 2025 form,
   ``mask_rollback``, ``decode_states``, ``is_block_step`` or ``draft_tokens``;
 - a decode node inserts a handed-over request with ``step_idx = 1``,
   ``seq_lens_decoder`` = the prompt length, ``seq_lens_this_time = k + 1``,
-  ``mask_rollback = 1 - (k-1)`` and the prefill node's draft token;
+  ``mask_rollback = 1 - (k-1)``, the prefill node's draft token and the mask
+  cursor ``attn_mask_offsets_decoder = n + 1``: FastDeploy's scheduler hands
+  the first token over as a one-token prefill of position n, and the cursor
+  is the offset of that prefill's last token (n: a generated token attends
+  causally) + 1;
 - the prefill node passes ``num_model_step = k`` too (the op ignores it there);
 - a finished slot is never released: it keeps what the ops left in it until
   the next insert.
@@ -74,7 +78,13 @@ def insert(proposer, requests: Iterable[Request], recompute=None, form: str = "r
         a["stop_flags"][i] = False
         a["batch_drop"][i] = False
         a["attn_mask_offsets_full"][i, :n] = offsets
-        a["attn_mask_offsets_decoder"][i] = int(offsets[n - 1]) + 1
+        if cfg.role == "decode":
+            # The scheduler hands the first token over as a one-token prefill
+            # [n, n + 1): the cursor is that token's offset (its position,
+            # as it attends causally) + 1.
+            a["attn_mask_offsets_decoder"][i] = n + 1
+        else:
+            a["attn_mask_offsets_decoder"][i] = int(offsets[n - 1]) + 1
         if cfg.role == "decode":
             a["seq_lens_encoder"][i] = 0
             a["seq_lens_decoder"][i] = n
