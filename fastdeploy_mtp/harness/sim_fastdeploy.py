@@ -1,34 +1,50 @@
-"""The simulator's FastDeploy-style runner (``simulate --runner fastdeploy``).
+"""The simulator's replay of FastDeploy's own runner (``simulate --runner fastdeploy``).
 
-Our ops driven the way FastDeploy's own MTP proposer (the December 2025 form,
-21 tensors) drives them, in our words from reading it:
+Our ops driven the way FastDeploy's MTP proposer drives them on its default
+path, in our words from reading it (paths in FastDeploy's tree, at the
+commits named). ``ENABLE_V1_KVCACHE_SCHEDULER`` defaults to 1
+(fastdeploy/envs.py:82 at 9018ccf74, :96 at e87ce4b8c and 7a6c28781, :108 at
+c29e86fc9; a CUDA worker keeps it), and with it the GPU worker inserts every
+request through ``insert_tasks_v1`` (fastdeploy/worker/gpu_worker.py:201-204
+at 9018ccf74, :213-216 at 7a6c28781, :221-224 at c29e86fc9), so that insert
+is the one replayed; ``insert_prefill_inputs`` (the other path) is not.
 
-- a mixed or prefill node inserts a new prompt and never writes
-  ``mask_rollback``, ``decode_states``, ``is_block_step`` or ``draft_tokens``;
-- a decode node inserts a handed-over request with ``step_idx = 1``,
-  ``seq_lens_decoder`` = the prompt length, ``seq_lens_this_time = k + 1``,
-  ``mask_rollback = 1 - (k-1)``, the prefill node's draft token and the mask
-  cursor ``attn_mask_offsets_decoder = n + 1``: FastDeploy's scheduler hands
-  the first token over as a one-token prefill of position n, and the cursor
-  is the offset of that prefill's last token (n: a generated token attends
-  causally) + 1;
-- the prefill node passes ``num_model_step = k`` too (the op ignores it there);
-- a finished slot is never released: it keeps what the ops left in it until
-  the next insert.
+The insert (fastdeploy/spec_decode/mtp.py ``insert_tasks_v1``, 9018ccf74:517-598
+for the rollback and recompute forms, c29e86fc9:463-559 for the shadow form)
+gets each request as positions [start, end) to prefill: a new prompt of n
+tokens [0, n) on a mixed or prefill node, and on a decode node the prefill
+node's first token alone, [n, n + 1) (``handed_over_span``). For that span of
+``length`` tokens it writes ``input_ids[:length-1]`` (the base model's row
+shifted by one: nothing on a decode node), ``pre_ids`` = -1, ``stop_flags``
+and ``batch_drop`` false, ``seq_lens_encoder = seq_lens_this_time = length``,
+``seq_lens_decoder = start``, ``step_idx`` = the tokens generated so far (0,
+or 1 on a decode node), ``attn_mask_offsets_full[:length]`` = the span's mask
+offsets and the cursor ``attn_mask_offsets_decoder`` = the offset of the
+span's last token + 1: ``offsets[n-1] + 1`` for a prompt, and on a decode
+node the first generated token's, which attends causally, so ``n + 1``.
+A decode node then sets ``seq_lens_encoder = 0``, ``mask_rollback = 1`` and
+(recompute form) ``recompute_token_num = 0``. It never writes
+``draft_tokens``, ``is_block_step`` or ``decode_states``, a new prompt
+leaves ``mask_rollback`` as it was, and a finished slot is never released: it
+keeps what the ops left in it until the next insert.
 
-``--form recompute`` drives FastDeploy's recompute form (22 tensors) with that
-version's presets: ``recompute_token_num`` starts at ``k - 1`` in every slot
-and only a decode-node insert writes it (0), with ``mask_rollback = 1``.
+- ``--form recompute`` (FastDeploy's 22-tensor op): ``recompute_token_num``
+  starts at ``k - 1`` in every slot (mtp.py:498-500 at 9018ccf74).
+- ``--form rollback`` (our 21-tensor op): the recompute form's runner without
+  ``recompute_token_num``.
+- ``--form shadow`` (the 17-tensor op and the 8-tensor
+  ``update_attn_mask_offsets`` of 7a6c28781 and c29e86fc9): the same insert,
+  but its GPU runner writes no cursor (c29e86fc9:518, XPU only), a decode node
+  feeds ``length + 1`` tokens (c29e86fc9:528), and its ``mask_rollback`` (still
+  written, c29e86fc9:531) is read by no op of that form; each slot's
+  ``max_dec_len`` is the run's, and the prefill node passes
+  ``is_splitwise_prefill``.
 
-``--form shadow`` drives develop's shadow form (17 tensors, and the 8-tensor
-``update_attn_mask_offsets``): the inserts as above but for the buffers that
-form has not (no ``mask_rollback`` preset), each slot's ``max_dec_len`` the
-run's, and the prefill node passing ``is_splitwise_prefill``.
-
-It also counts every index FastDeploy's own kernels would write outside a row
-or a tensor on the states of the loop (a numpy model of their writes): the
-preprocess's ``pre_ids`` window and first-token column, and the draft update's
-``pre_ids[i, step_idx]``.
+The preprocess gets ``num_model_step = k`` on every node (mtp.py:780 at
+9018ccf74). It also counts every index FastDeploy's own kernels would write
+outside a row or a tensor on the states of the loop (a numpy model of their
+writes): the preprocess's ``pre_ids`` window and first-token column, and the
+draft update's ``pre_ids[i, step_idx]``.
 """
 
 from __future__ import annotations
@@ -61,47 +77,65 @@ class OutsideWrites:
             self.first = msg
 
 
+def handed_over_span(role: str, n: int):
+    """The positions [start, end) FastDeploy's scheduler hands the insert of a
+    request with an n-token prompt: the whole prompt on a mixed or prefill
+    node; on a decode node the first token alone, as a one-token prefill of
+    position n (resource_manager_v1.py at 9018ccf74: the decode node counts
+    the prompt as computed, 1094, asks for one token more once the first
+    token arrives, 1126-1133, and schedules the difference as a prefill,
+    216-217 and 360)."""
+    return (n, n + 1) if role == "decode" else (0, n)
+
+
+def mask_offsets_through_first_token(r: Request) -> np.ndarray:
+    """The request's mask offsets as FastDeploy's insert indexes them, one
+    entry per position: the prompt's, then the first generated token's. That
+    token attends causally, so its entry is its own position n."""
+    n = len(r.prompt)
+    prompt = np.asarray(r.mask_offsets if r.mask_offsets is not None else np.arange(n), np.int32)
+    return np.append(prompt, np.int32(n))
+
+
 def insert(proposer, requests: Iterable[Request], recompute=None, form: str = "rollback") -> None:
-    """FastDeploy's per-role insert of `form`'s version, written into the
+    """FastDeploy's insert_tasks_v1 of `form`'s version, written into the
     proposer's buffers (and, in the recompute form, into `recompute`: its
-    recompute_token_num). The shadow form's has no mask_rollback to preset."""
+    recompute_token_num). Buffers it does not name keep what they hold."""
     cfg = proposer.config
-    k = cfg.num_model_steps
+    decode = cfg.role == "decode"
     a = {n: read(proposer.state[n]) for n in SLOT_FIELDS}
     for r in requests:
         i, prompt = int(r.slot), np.asarray(r.prompt, np.int64)
         n = prompt.shape[0]
-        offsets = np.asarray(r.mask_offsets if r.mask_offsets is not None else np.arange(n),
-                             np.int32)
-        a["input_ids"][i, : n - 1] = prompt[1:]
+        start, end = handed_over_span(cfg.role, n)
+        length = end - start
+        # The base model's input row holds the span's tokens; the draft gets
+        # them shifted by one (nothing on a decode node: the span is one token).
+        tokens = np.append(prompt, int(r.first_token)) if decode else prompt
+        offsets = mask_offsets_through_first_token(r)
+        a["input_ids"][i, : length - 1] = tokens[start + 1:end]
         a["pre_ids"][i] = -1
         a["stop_flags"][i] = False
         a["batch_drop"][i] = False
-        a["attn_mask_offsets_full"][i, :n] = offsets
-        if cfg.role == "decode":
-            # The scheduler hands the first token over as a one-token prefill
-            # [n, n + 1): the cursor is that token's offset (its position,
-            # as it attends causally) + 1.
-            a["attn_mask_offsets_decoder"][i] = n + 1
-        else:
-            a["attn_mask_offsets_decoder"][i] = int(offsets[n - 1]) + 1
-        if cfg.role == "decode":
+        a["seq_lens_encoder"][i] = length
+        a["seq_lens_decoder"][i] = start
+        a["seq_lens_this_time"][i] = length
+        # The tokens generated so far, once the span reaches the last of them.
+        generated = tokens.shape[0] - n
+        a["step_idx"][i] = generated if end >= tokens.shape[0] else 0
+        a["attn_mask_offsets_full"][i, :length] = offsets[start:end]
+        if form != "shadow":  # the shadow versions' GPU runner keeps no cursor
+            a["attn_mask_offsets_decoder"][i] = int(offsets[end - 1]) + 1
+        if decode:
             a["seq_lens_encoder"][i] = 0
-            a["seq_lens_decoder"][i] = n
-            a["seq_lens_this_time"][i] = cfg.draft_width + 1
-            a["step_idx"][i] = 1
-            a["draft_tokens"][i, 0] = int(r.draft_token)
-            if form != "shadow":
-                a["mask_rollback"][i] = 1 - (k - 1) if recompute is None else 1
+            if form == "shadow":  # and its base model verifies the first token and the draft
+                a["seq_lens_this_time"][i] = length + 1
+            # Written in every version; the shadow form's ops never read it.
+            a["mask_rollback"][i] = 1
             if recompute is not None:
                 counts = read(recompute)
                 counts[i] = 0
                 write(recompute, counts)
-        else:
-            a["seq_lens_encoder"][i] = n
-            a["seq_lens_decoder"][i] = 0
-            a["seq_lens_this_time"][i] = n
-            a["step_idx"][i] = 0
     for name in SLOT_FIELDS:
         write(proposer.state[name], a[name])
 
