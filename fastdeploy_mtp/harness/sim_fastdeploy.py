@@ -40,8 +40,16 @@ keeps what the ops left in it until the next insert.
   ``max_dec_len`` is the run's, and the prefill node passes
   ``is_splitwise_prefill``.
 
-The preprocess gets ``num_model_step = k`` on every node (mtp.py:780 at
-9018ccf74). It also counts every index FastDeploy's own kernels would write
+The ops get the buffers in the order FastDeploy's proposer passes them
+(``preprocess_call``). In the rollback and recompute forms that order puts the
+runner's ``batch_drop`` in the preprocess's ``is_block_step`` and its
+``is_block_step`` in the preprocess's ``batch_drop`` (at ba915e03e and
+9018ccf74 alike): a draft parked by a block step is marked in the runner's
+``batch_drop``, which the next insert clears, and the mask op, which gets the
+runner's ``is_block_step`` in its own place (mtp.py:871-882 against
+cpp_extensions.cc:1071-1081 at 9018ccf74; the shadow form's 8 tensors at
+7a6c28781:892-903 against :1141-1149), never sees it. The preprocess gets
+``num_model_step = k`` on every node (mtp.py:780 at 9018ccf74). It also counts every index FastDeploy's own kernels would write
 outside a row or a tensor on the states of the loop (a numpy model of their
 writes): the preprocess's ``pre_ids`` window and first-token column, and the
 draft update's ``pre_ids[i, step_idx]``.
@@ -54,7 +62,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .. import forms, ops
+from .. import forms
 from ..signature import FORMS
 from ..buffers import SLOT_FIELDS, read, write
 from ..slots import Request
@@ -140,29 +148,84 @@ def insert(proposer, requests: Iterable[Request], recompute=None, form: str = "r
         write(proposer.state[name], a[name])
 
 
-def count_preprocess_writes(proposer, tally: OutsideWrites, where: str,
-                            max_dec_len=None) -> None:
+def preprocess_call(proposer, recompute=None, max_dec_len=None):
+    """draft_model_preprocess as FastDeploy's proposer calls it: (form, its
+    tensors by the op's input names, its attributes by name).
+
+    FastDeploy passes the tensors by position (mtp.py ``_prepare_inputs``:
+    ba915e03e:685-709, 9018ccf74:757-785), and puts its ``batch_drop`` where
+    the op declares ``is_block_step`` and its ``is_block_step`` where the op
+    declares ``batch_drop`` (ba915e03e:694-695 against cpp_extensions.cc:879-880
+    and draft_model_preprocess.cu:441-442; 9018ccf74:766-767 against
+    cpp_extensions.cc:887-888 and draft_model_preprocess.cu:459-460): the op
+    parks a draft in the runner's batch_drop, which every insert clears, and
+    drops one into the runner's is_block_step, which the mask op reads.
+    The recompute form is 9018ccf74's call, the rollback form the same
+    without ``recompute_token_num``. The shadow form's call has neither
+    buffer and matches the op's order (e87ce4b8c:720-740, 7a6c28781:723-743,
+    c29e86fc9:728-748 against cpp_extensions.cc:968-986 there)."""
+    s, b = proposer.state, proposer.base
+    cfg = proposer.config
+    k = cfg.num_model_steps
+    if max_dec_len is not None:
+        form = "shadow"
+        tensors = (s["draft_tokens"], s["input_ids"], s["stop_flags"], s["seq_lens_this_time"],
+                   s["seq_lens_encoder"], s["seq_lens_decoder"], s["step_idx"],
+                   s["not_need_stop"], s["pre_ids"], b["accept_tokens"], b["accept_num"],
+                   b["seq_lens_encoder"], b["seq_lens_decoder"], b["step_idx"], b["stop_flags"],
+                   max_dec_len, b["draft_tokens"])
+        attrs = (k, cfg.role == "prefill")
+    else:
+        form = "rollback" if recompute is None else "recompute"
+        tensors = ((s["draft_tokens"], s["input_ids"], s["stop_flags"], s["seq_lens_this_time"],
+                    s["seq_lens_encoder"], s["seq_lens_decoder"], s["step_idx"],
+                    s["not_need_stop"],
+                    s["batch_drop"],      # in the op's is_block_step
+                    s["is_block_step"],   # in the op's batch_drop
+                    s["pre_ids"], s["mask_rollback"])
+                   + (() if recompute is None else (recompute,))
+                   + (b["accept_tokens"], b["accept_num"], b["seq_lens_this_time"],
+                      b["seq_lens_encoder"], b["seq_lens_decoder"], b["step_idx"],
+                      b["stop_flags"], b["is_block_step"], b["draft_tokens"]))
+        # speculative_method in ("eagle", "mtp") and ENABLE_V1_KVCACHE_SCHEDULER:
+        # the harness's node sets both as FastDeploy's MTP runner does.
+        attrs = (k, bool(cfg.truncate_first_token), cfg.role == "prefill",
+                 bool(cfg.kvcache_scheduler_v1))
+    sig = FORMS[form]["draft_model_preprocess"]
+    return (form, dict(zip(sig.input_names, tensors)), dict(zip(sig.attr_names, attrs)))
+
+
+def count_preprocess_writes(form: str, inputs: dict, attrs: dict, tally: OutsideWrites,
+                            where: str) -> None:
     """What FastDeploy's draft_model_preprocess would write outside a row on
-    the state it is about to get (before our op runs). With `max_dec_len`
-    (numpy, a slot's limit each) the shadow form's: its first token at E - 1,
-    and every request but a skipped one runs, on a prefill node too."""
-    s = {n: read(proposer.state[n]).reshape(proposer.state[n].shape[0], -1)
-         for n in ("seq_lens_encoder", "batch_drop", "input_ids", "pre_ids")}
-    base = {n: read(proposer.base[n]).reshape(proposer.base[n].shape[0], -1)
-            for n in ("stop_flags", "is_block_step", "accept_num", "step_idx")}
-    prefill_node = proposer.config.role == "prefill"
-    L, P = s["input_ids"].shape[1], s["pre_ids"].shape[1]
-    shadow = max_dec_len is not None
-    truncate = proposer.config.truncate_first_token or shadow
-    k = proposer.config.num_model_steps
-    for i in range(s["seq_lens_encoder"].shape[0]):
-        E = int(s["seq_lens_encoder"][i, 0])
+    the tensors it is about to get (``preprocess_call``; before our op runs).
+    The shadow form's places its first token at E - 1, and runs every request
+    but a skipped one, on a prefill node too."""
+    def rows(name):
+        t = inputs[name]
+        return read(t).reshape(t.shape[0], -1)
+
+    shadow = form == "shadow"
+    prefix = "target_model_" if shadow else "base_model_"
+    E_all, ids, pre = rows("seq_lens_encoder"), rows("input_ids"), rows("pre_ids")
+    stop, acc_num = rows(prefix + "stop_flags"), rows("accept_num")
+    base_step = rows(prefix + "step_idx")
+    prefill_node = attrs["is_splitwise_prefill" if shadow else "splitwise_prefill"]
+    L, P = ids.shape[1], pre.shape[1]
+    truncate = shadow or attrs["truncate_first_token"]
+    k = attrs["num_model_step"]
+    if shadow:
+        limit = rows("max_dec_len")
+    else:
+        dropped = rows("batch_drop")  # what FastDeploy passes there: its is_block_step
+    for i in range(E_all.shape[0]):
+        E = int(E_all[i, 0])
         if shadow:
-            runs = not (base["stop_flags"][i, 0] or (
-                not prefill_node and int(base["step_idx"][i, 0]) + k >= int(max_dec_len[i])))
+            runs = not (stop[i, 0] or (
+                not prefill_node and int(base_step[i, 0]) + k >= int(limit[i, 0])))
         else:
             # A block step's drop needs the base stopped too, which already stops it.
-            runs = prefill_node or not (base["stop_flags"][i, 0] or s["batch_drop"][i, 0])
+            runs = prefill_node or not (stop[i, 0] or dropped[i, 0])
         if not runs:
             continue
         if E > 0:
@@ -171,7 +234,7 @@ def count_preprocess_writes(proposer, tally: OutsideWrites, where: str,
                 tally.preprocess += 1
                 tally.note(f"{where}: slot {i}: input_ids column {col} of {L}")
         elif shadow or not prefill_node:
-            acc, step = int(base["accept_num"][i, 0]), int(base["step_idx"][i, 0])
+            acc, step = int(acc_num[i, 0]), int(base_step[i, 0])
             cols = step - acc + np.arange(acc)
             bad = int(((cols < 0) | (cols >= P)).sum())
             if bad:
@@ -199,25 +262,14 @@ def max_dec_lens(proposer, max_dec_len: int):
 
 def prepare_inputs(proposer, tally: OutsideWrites, where: str, recompute=None,
                    max_dec_len=None) -> bool:
-    """draft_model_preprocess as FastDeploy's proposer calls it (the prefill
-    node passes k too), after counting what FastDeploy's kernel would write
-    outside a row on this state; returns not_need_stop. With `recompute`
-    (recompute_counts) the recompute form's op, with `max_dec_len`
+    """draft_model_preprocess as FastDeploy's proposer calls it
+    (``preprocess_call``), after counting what FastDeploy's kernel would
+    write outside a row on this state; returns not_need_stop. With
+    `recompute` (recompute_counts) the recompute form's op, with `max_dec_len`
     (max_dec_lens) the shadow form's."""
-    count_preprocess_writes(proposer, tally, where,
-                            None if max_dec_len is None else max_dec_len.numpy())
-    args = proposer.preprocess_arguments()
-    args["num_model_step"] = proposer.config.num_model_steps
-    if max_dec_len is not None:
-        sig = FORMS["shadow"]["draft_model_preprocess"]
-        tensors = {n: v for n, v in args.items() if n in sig.input_names}
-        forms.load("shadow").draft_model_preprocess(
-            **tensors, max_dec_len=max_dec_len, num_model_step=args["num_model_step"],
-            is_splitwise_prefill=proposer.config.role == "prefill")
-    elif recompute is None:
-        ops.draft_model_preprocess(**args)
-    else:
-        forms.load("recompute").draft_model_preprocess(**args, recompute_token_num=recompute)
+    form, inputs, attrs = preprocess_call(proposer, recompute, max_dec_len)
+    count_preprocess_writes(form, inputs, attrs, tally, where)
+    forms.load(form).draft_model_preprocess(*inputs.values(), *attrs.values())
     return bool(proposer.state["not_need_stop"].numpy()[0])
 
 
