@@ -4,10 +4,12 @@ Our ops driven the way FastDeploy's MTP proposer drives them on its default
 path, in our words from reading it (paths in FastDeploy's tree, at the
 commits named). ``ENABLE_V1_KVCACHE_SCHEDULER`` defaults to 1
 (fastdeploy/envs.py:82 at 9018ccf74, :96 at e87ce4b8c and 7a6c28781, :108 at
-c29e86fc9; a CUDA worker keeps it), and with it the GPU worker inserts every
-request through ``insert_tasks_v1`` (fastdeploy/worker/gpu_worker.py:201-204
-at 9018ccf74, :213-216 at 7a6c28781, :221-224 at c29e86fc9), so that insert
-is the one replayed; ``insert_prefill_inputs`` (the other path) is not.
+c29e86fc9; fastdeploy/engine/args_utils.py:556-563 at 9018ccf74 turns it off
+only on platforms other than CUDA, XPU, MACA, Iluvatar and Intel HPU), and
+with it the GPU worker inserts every request through ``insert_tasks_v1``
+(fastdeploy/worker/gpu_worker.py:201-204 at 9018ccf74, :213-216 at
+7a6c28781, :221-224 at c29e86fc9), so that insert is the one replayed;
+``insert_prefill_inputs`` (the other path) is not.
 
 The insert (fastdeploy/spec_decode/mtp.py ``insert_tasks_v1``, 9018ccf74:517-598
 for the rollback and recompute forms, c29e86fc9:463-559 for the shadow form)
@@ -49,10 +51,19 @@ runner's ``batch_drop`` in the preprocess's ``is_block_step`` and its
 runner's ``is_block_step`` in its own place (mtp.py:871-882 against
 cpp_extensions.cc:1071-1081 at 9018ccf74; the shadow form's 8 tensors at
 7a6c28781:892-903 against :1141-1149), never sees it. The preprocess gets
-``num_model_step = k`` on every node (mtp.py:780 at 9018ccf74). It also counts every index FastDeploy's own kernels would write
-outside a row or a tensor on the states of the loop (a numpy model of their
-writes): the preprocess's ``pre_ids`` window and first-token column, and the
-draft update's ``pre_ids[i, step_idx]``.
+``num_model_step = k`` on every node (mtp.py:780 at 9018ccf74).
+
+The base model is the simulator's (``sim_models.ScriptedBase``) in every
+form: on a decode node its first verification checks the first token and the
+prefill node's draft token, as the shadow versions' runner has its base model
+do (fastdeploy/worker/gpu_model_runner.py:885-891 at c29e86fc9). The runner of
+9018ccf74 hands its base model the first token alone (gpu_model_runner.py:701
+and 712, no draft tokens), which then accepts exactly one token.
+
+It also counts every index FastDeploy's own kernels would write outside a row
+or a tensor on the states of the loop (a numpy model of their writes): the
+preprocess's ``pre_ids`` window and first-token column, and the draft
+update's ``pre_ids[i, step_idx]``.
 """
 
 from __future__ import annotations
