@@ -320,9 +320,10 @@ def test_the_outside_count_on_a_prefill_node():
 @pytest.mark.parametrize("role,expected", [("decode", 3), ("prefill", 4)])
 def test_the_outside_count_of_the_shadow_form(role, expected):
     """The shadow kernel (draft_model_preprocess.cu 7a6c28781): a request is
-    skipped if the target stopped, or off a prefill node if
-    step + k >= max_dec_len (10 here); a prefill writes input_ids[E - 1], a
-    decode pre_ids[step - a + j], on every node. Slot 0: column 16 of 16, 1;
+    skipped if the target stopped (83), or off a prefill node if
+    step + k >= max_dec_len (88-89; 10 here); a prefill writes
+    input_ids[E - 1] (112), a decode pre_ids[step - a + j] (127-131), on
+    every node. Slot 0: column 16 of 16, 1;
     slot 1: -2, -1, 0, 2; slot 2 (step 17 + 3 >= 10): skipped on a decode
     node, else 15, 16, 1; slot 3: target stopped, 0. Decode node 3, prefill
     node 4."""
@@ -336,7 +337,8 @@ def test_the_outside_count_of_the_shadow_form(role, expected):
 
 def test_the_outside_count_of_the_draft_update():
     """FastDeploy's draft_model_update writes pre_ids[i, step_idx] after a
-    decode adds its tokens to step_idx: slot 0 (step -3 + 1 = -2) and slot 1
+    decode adds its tokens to step_idx (draft_model_update.cu 9018ccf74:62-67,
+    modelled by sim_models.draft_substep_update): slot 0 (step -3 + 1 = -2) and slot 1
     (15 + 1 = 16 of 16 columns) outside, slot 2 (a prefill: column 1)
     inside. 2 writes."""
     p = proposer(batch=3)
