@@ -110,7 +110,16 @@ def handed_over_span(role: str, n: int):
 def mask_offsets_through_first_token(r: Request) -> np.ndarray:
     """The request's mask offsets as FastDeploy's insert indexes them, one
     entry per position: the prompt's, then the first generated token's. That
-    token attends causally, so its entry is its own position n."""
+    token attends causally, so its entry is its own position n.
+
+    FastDeploy's tree only reads the list (mtp.py 9018ccf74:559-566); its
+    builder is a multimodal processor outside it. The one in FastDeploy's
+    history (mm_data_process.py:548-586 at 80ea56781, a side branch) numbers
+    the prompt's positions and raises an image span's to its end, for the
+    prompt only: a decode node's index n lies past its list. A later runner
+    takes the positions themselves for a request without the list
+    (gpu_model_runner.py a09792e08:866-867), as this does for the token
+    past the prompt."""
     n = len(r.prompt)
     prompt = np.asarray(r.mask_offsets if r.mask_offsets is not None else np.arange(n), np.int32)
     return np.append(prompt, np.int32(n))
