@@ -36,9 +36,11 @@ keeps what the ops left in it until the next insert.
   ``recompute_token_num``.
 - ``--form shadow`` (the 17-tensor op and the 8-tensor
   ``update_attn_mask_offsets`` of 7a6c28781 and c29e86fc9): the same insert,
-  but its GPU runner writes no cursor (c29e86fc9:518, XPU only), a decode node
-  feeds ``length + 1`` tokens (c29e86fc9:528), and its ``mask_rollback`` (still
-  written, c29e86fc9:531) is read by no op of that form; each slot's
+  but its GPU runner writes no cursor (c29e86fc9:518, XPU only), a decode
+  node's ``seq_lens_this_time`` is ``length + 1`` (c29e86fc9:528; the
+  preprocess sets it again before anything reads it), and its
+  ``mask_rollback`` (still written, c29e86fc9:531) is read by no op of that
+  form; each slot's
   ``max_dec_len`` is the run's, and the prefill node passes
   ``is_splitwise_prefill``.
 
