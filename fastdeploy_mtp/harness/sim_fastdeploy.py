@@ -1,30 +1,71 @@
-"""The simulator's FastDeploy-style runner (``simulate --runner fastdeploy``).
+"""The simulator's replay of FastDeploy's own runner (``simulate --runner fastdeploy``).
 
-Our ops driven the way FastDeploy's own MTP proposer (the December 2025 form,
-21 tensors) drives them, in our words from reading it:
+Our ops driven the way FastDeploy's MTP proposer drives them on its default
+path, in our words from reading it (paths in FastDeploy's tree, at the
+commits named). ``ENABLE_V1_KVCACHE_SCHEDULER`` defaults to 1
+(fastdeploy/envs.py:82 at 9018ccf74, :96 at e87ce4b8c and 7a6c28781, :108 at
+c29e86fc9; fastdeploy/engine/args_utils.py:556-563 at 9018ccf74 turns it off
+only on platforms other than CUDA, XPU, MACA, Iluvatar and Intel HPU), and
+with it the GPU worker inserts every request through ``insert_tasks_v1``
+(fastdeploy/worker/gpu_worker.py:201-204 at 9018ccf74, :213-216 at
+7a6c28781, :221-224 at c29e86fc9), so that insert is the one replayed;
+``insert_prefill_inputs`` (the other path) is not.
 
-- a mixed or prefill node inserts a new prompt and never writes
-  ``mask_rollback``, ``decode_states``, ``is_block_step`` or ``draft_tokens``;
-- a decode node inserts a handed-over request with ``step_idx = 1``,
-  ``seq_lens_decoder`` = the prompt length, ``seq_lens_this_time = k + 1``,
-  ``mask_rollback = 1 - (k-1)`` and the prefill node's draft token;
-- the prefill node passes ``num_model_step = k`` too (the op ignores it there);
-- a finished slot is never released: it keeps what the ops left in it until
-  the next insert.
+The insert (fastdeploy/spec_decode/mtp.py ``insert_tasks_v1``, 9018ccf74:517-598
+for the rollback and recompute forms, c29e86fc9:463-559 for the shadow form)
+gets each request as positions [start, end) to prefill: a new prompt of n
+tokens [0, n) on a mixed or prefill node, and on a decode node the prefill
+node's first token alone, [n, n + 1) (``handed_over_span``). For that span of
+``length`` tokens it writes ``input_ids[:length-1]`` (the base model's row
+shifted by one: nothing on a decode node), ``pre_ids`` = -1, ``stop_flags``
+and ``batch_drop`` false, ``seq_lens_encoder = seq_lens_this_time = length``,
+``seq_lens_decoder = start``, ``step_idx`` = the tokens generated so far (0,
+or 1 on a decode node), ``attn_mask_offsets_full[:length]`` = the span's mask
+offsets and the cursor ``attn_mask_offsets_decoder`` = the offset of the
+span's last token + 1: ``offsets[n-1] + 1`` for a prompt, and on a decode
+node the first generated token's, which attends causally, so ``n + 1``.
+A decode node then sets ``seq_lens_encoder = 0``, ``mask_rollback = 1`` and
+(recompute form) ``recompute_token_num = 0``. It never writes
+``draft_tokens``, ``is_block_step`` or ``decode_states``, a new prompt
+leaves ``mask_rollback`` as it was, and a finished slot is never released: it
+keeps what the ops left in it until the next insert.
 
-``--form recompute`` drives FastDeploy's recompute form (22 tensors) with that
-version's presets: ``recompute_token_num`` starts at ``k - 1`` in every slot
-and only a decode-node insert writes it (0), with ``mask_rollback = 1``.
+- ``--form recompute`` (FastDeploy's 22-tensor op): ``recompute_token_num``
+  starts at ``k - 1`` in every slot (mtp.py:498-500 at 9018ccf74).
+- ``--form rollback`` (our 21-tensor op): the recompute form's runner without
+  ``recompute_token_num``.
+- ``--form shadow`` (the 17-tensor op and the 8-tensor
+  ``update_attn_mask_offsets`` of 7a6c28781 and c29e86fc9): the same insert,
+  but its GPU runner writes no cursor (c29e86fc9:518, XPU only), a decode
+  node's ``seq_lens_this_time`` is ``length + 1`` (c29e86fc9:528; the
+  preprocess sets it again before anything reads it), and its
+  ``mask_rollback`` (still written, c29e86fc9:531) is read by no op of that
+  form; each slot's
+  ``max_dec_len`` is the run's, and the prefill node passes
+  ``is_splitwise_prefill``.
 
-``--form shadow`` drives develop's shadow form (17 tensors, and the 8-tensor
-``update_attn_mask_offsets``): the inserts as above but for the buffers that
-form has not (no ``mask_rollback`` preset), each slot's ``max_dec_len`` the
-run's, and the prefill node passing ``is_splitwise_prefill``.
+The ops get the buffers in the order FastDeploy's proposer passes them
+(``preprocess_call``). In the rollback and recompute forms that order puts the
+runner's ``batch_drop`` in the preprocess's ``is_block_step`` and its
+``is_block_step`` in the preprocess's ``batch_drop`` (at ba915e03e and
+9018ccf74 alike): a draft parked by a block step is marked in the runner's
+``batch_drop``, which the next insert clears, and the mask op, which gets the
+runner's ``is_block_step`` in its own place (mtp.py:871-882 against
+cpp_extensions.cc:1071-1081 at 9018ccf74; the shadow form's 8 tensors at
+7a6c28781:892-903 against :1141-1149), never sees it. The preprocess gets
+``num_model_step = k`` on every node (mtp.py:780 at 9018ccf74).
+
+The base model is the simulator's (``sim_models.ScriptedBase``) in every
+form: on a decode node its first verification checks the first token and the
+prefill node's draft token, as the shadow versions' runner has its base model
+do (fastdeploy/worker/gpu_model_runner.py:885-891 at c29e86fc9). The runner of
+9018ccf74 hands its base model the first token alone (gpu_model_runner.py:701
+and 712, no draft tokens), which then accepts exactly one token.
 
 It also counts every index FastDeploy's own kernels would write outside a row
 or a tensor on the states of the loop (a numpy model of their writes): the
-preprocess's ``pre_ids`` window and first-token column, and the draft update's
-``pre_ids[i, step_idx]``.
+preprocess's ``pre_ids`` window and first-token column, and the draft
+update's ``pre_ids[i, step_idx]``.
 """
 
 from __future__ import annotations
@@ -34,7 +75,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .. import forms, ops
+from .. import forms
 from ..signature import FORMS
 from ..buffers import SLOT_FIELDS, read, write
 from ..slots import Request
@@ -57,68 +98,156 @@ class OutsideWrites:
             self.first = msg
 
 
+def handed_over_span(role: str, n: int):
+    """The positions [start, end) FastDeploy's scheduler hands the insert of a
+    request with an n-token prompt: the whole prompt on a mixed or prefill
+    node; on a decode node the first token alone, as a one-token prefill of
+    position n (resource_manager_v1.py at 9018ccf74: the decode node counts
+    the prompt as computed, 1094, asks for one token more once the first
+    token arrives, 1126-1133, and schedules the difference as a prefill,
+    216-217 and 360)."""
+    return (n, n + 1) if role == "decode" else (0, n)
+
+
+def mask_offsets_through_first_token(r: Request) -> np.ndarray:
+    """The request's mask offsets as FastDeploy's insert indexes them, one
+    entry per position: the prompt's, then the first generated token's. That
+    token attends causally, so its entry is its own position n.
+
+    FastDeploy's tree only reads the list (mtp.py 9018ccf74:559-566); its
+    builder is a multimodal processor outside it. The one in FastDeploy's
+    history (mm_data_process.py:548-586 at 80ea56781, a side branch) numbers
+    the prompt's positions and raises an image span's to its end, for the
+    prompt only: a decode node's index n lies past its list. A later runner
+    takes the positions themselves for a request without the list
+    (gpu_model_runner.py a09792e08:866-867), as this does for the token
+    past the prompt."""
+    n = len(r.prompt)
+    prompt = np.asarray(r.mask_offsets if r.mask_offsets is not None else np.arange(n), np.int32)
+    return np.append(prompt, np.int32(n))
+
+
 def insert(proposer, requests: Iterable[Request], recompute=None, form: str = "rollback") -> None:
-    """FastDeploy's per-role insert of `form`'s version, written into the
+    """FastDeploy's insert_tasks_v1 of `form`'s version, written into the
     proposer's buffers (and, in the recompute form, into `recompute`: its
-    recompute_token_num). The shadow form's has no mask_rollback to preset."""
+    recompute_token_num). Buffers it does not name keep what they hold."""
     cfg = proposer.config
-    k = cfg.num_model_steps
+    decode = cfg.role == "decode"
     a = {n: read(proposer.state[n]) for n in SLOT_FIELDS}
     for r in requests:
         i, prompt = int(r.slot), np.asarray(r.prompt, np.int64)
         n = prompt.shape[0]
-        offsets = np.asarray(r.mask_offsets if r.mask_offsets is not None else np.arange(n),
-                             np.int32)
-        a["input_ids"][i, : n - 1] = prompt[1:]
+        start, end = handed_over_span(cfg.role, n)
+        length = end - start
+        # The base model's input row holds the span's tokens; the draft gets
+        # them shifted by one (nothing on a decode node: the span is one token).
+        tokens = np.append(prompt, int(r.first_token)) if decode else prompt
+        offsets = mask_offsets_through_first_token(r)
+        a["input_ids"][i, : length - 1] = tokens[start + 1:end]
         a["pre_ids"][i] = -1
         a["stop_flags"][i] = False
         a["batch_drop"][i] = False
-        a["attn_mask_offsets_full"][i, :n] = offsets
-        a["attn_mask_offsets_decoder"][i] = int(offsets[n - 1]) + 1
-        if cfg.role == "decode":
+        a["seq_lens_encoder"][i] = length
+        a["seq_lens_decoder"][i] = start
+        a["seq_lens_this_time"][i] = length
+        # The tokens generated so far, once the span reaches the last of them.
+        generated = tokens.shape[0] - n
+        a["step_idx"][i] = generated if end >= tokens.shape[0] else 0
+        a["attn_mask_offsets_full"][i, :length] = offsets[start:end]
+        if form != "shadow":  # the shadow versions' GPU runner keeps no cursor
+            a["attn_mask_offsets_decoder"][i] = int(offsets[end - 1]) + 1
+        if decode:
             a["seq_lens_encoder"][i] = 0
-            a["seq_lens_decoder"][i] = n
-            a["seq_lens_this_time"][i] = cfg.draft_width + 1
-            a["step_idx"][i] = 1
-            a["draft_tokens"][i, 0] = int(r.draft_token)
-            if form != "shadow":
-                a["mask_rollback"][i] = 1 - (k - 1) if recompute is None else 1
+            if form == "shadow":  # and its base model verifies the first token and the draft
+                a["seq_lens_this_time"][i] = length + 1
+            # Written in every version; the shadow form's ops never read it.
+            a["mask_rollback"][i] = 1
             if recompute is not None:
                 counts = read(recompute)
                 counts[i] = 0
                 write(recompute, counts)
-        else:
-            a["seq_lens_encoder"][i] = n
-            a["seq_lens_decoder"][i] = 0
-            a["seq_lens_this_time"][i] = n
-            a["step_idx"][i] = 0
     for name in SLOT_FIELDS:
         write(proposer.state[name], a[name])
 
 
-def count_preprocess_writes(proposer, tally: OutsideWrites, where: str,
-                            max_dec_len=None) -> None:
+def preprocess_call(proposer, recompute=None, max_dec_len=None):
+    """draft_model_preprocess as FastDeploy's proposer calls it: (form, its
+    tensors by the op's input names, its attributes by name).
+
+    FastDeploy passes the tensors by position (mtp.py ``_prepare_inputs``:
+    ba915e03e:685-709, 9018ccf74:757-785), and puts its ``batch_drop`` where
+    the op declares ``is_block_step`` and its ``is_block_step`` where the op
+    declares ``batch_drop`` (ba915e03e:694-695 against cpp_extensions.cc:879-880
+    and draft_model_preprocess.cu:441-442; 9018ccf74:766-767 against
+    cpp_extensions.cc:887-888 and draft_model_preprocess.cu:459-460): the op
+    parks a draft in the runner's batch_drop, which every insert clears, and
+    drops one into the runner's is_block_step, which the mask op reads.
+    The recompute form is 9018ccf74's call, the rollback form the same
+    without ``recompute_token_num``. The shadow form's call has neither
+    buffer and matches the op's order (e87ce4b8c:720-740, 7a6c28781:723-743,
+    c29e86fc9:728-748 against cpp_extensions.cc:968-986 there)."""
+    s, b = proposer.state, proposer.base
+    cfg = proposer.config
+    k = cfg.num_model_steps
+    if max_dec_len is not None:
+        form = "shadow"
+        tensors = (s["draft_tokens"], s["input_ids"], s["stop_flags"], s["seq_lens_this_time"],
+                   s["seq_lens_encoder"], s["seq_lens_decoder"], s["step_idx"],
+                   s["not_need_stop"], s["pre_ids"], b["accept_tokens"], b["accept_num"],
+                   b["seq_lens_encoder"], b["seq_lens_decoder"], b["step_idx"], b["stop_flags"],
+                   max_dec_len, b["draft_tokens"])
+        attrs = (k, cfg.role == "prefill")
+    else:
+        form = "rollback" if recompute is None else "recompute"
+        tensors = ((s["draft_tokens"], s["input_ids"], s["stop_flags"], s["seq_lens_this_time"],
+                    s["seq_lens_encoder"], s["seq_lens_decoder"], s["step_idx"],
+                    s["not_need_stop"],
+                    s["batch_drop"],      # in the op's is_block_step
+                    s["is_block_step"],   # in the op's batch_drop
+                    s["pre_ids"], s["mask_rollback"])
+                   + (() if recompute is None else (recompute,))
+                   + (b["accept_tokens"], b["accept_num"], b["seq_lens_this_time"],
+                      b["seq_lens_encoder"], b["seq_lens_decoder"], b["step_idx"],
+                      b["stop_flags"], b["is_block_step"], b["draft_tokens"]))
+        # speculative_method in ("eagle", "mtp") and ENABLE_V1_KVCACHE_SCHEDULER:
+        # the harness's node sets both as FastDeploy's MTP runner does.
+        attrs = (k, bool(cfg.truncate_first_token), cfg.role == "prefill",
+                 bool(cfg.kvcache_scheduler_v1))
+    sig = FORMS[form]["draft_model_preprocess"]
+    return (form, dict(zip(sig.input_names, tensors)), dict(zip(sig.attr_names, attrs)))
+
+
+def count_preprocess_writes(form: str, inputs: dict, attrs: dict, tally: OutsideWrites,
+                            where: str) -> None:
     """What FastDeploy's draft_model_preprocess would write outside a row on
-    the state it is about to get (before our op runs). With `max_dec_len`
-    (numpy, a slot's limit each) the shadow form's: its first token at E - 1,
-    and every request but a skipped one runs, on a prefill node too."""
-    s = {n: read(proposer.state[n]).reshape(proposer.state[n].shape[0], -1)
-         for n in ("seq_lens_encoder", "batch_drop", "input_ids", "pre_ids")}
-    base = {n: read(proposer.base[n]).reshape(proposer.base[n].shape[0], -1)
-            for n in ("stop_flags", "is_block_step", "accept_num", "step_idx")}
-    prefill_node = proposer.config.role == "prefill"
-    L, P = s["input_ids"].shape[1], s["pre_ids"].shape[1]
-    shadow = max_dec_len is not None
-    truncate = proposer.config.truncate_first_token or shadow
-    k = proposer.config.num_model_steps
-    for i in range(s["seq_lens_encoder"].shape[0]):
-        E = int(s["seq_lens_encoder"][i, 0])
+    the tensors it is about to get (``preprocess_call``; before our op runs).
+    The shadow form's places its first token at E - 1, and runs every request
+    but a skipped one, on a prefill node too."""
+    def rows(name):
+        t = inputs[name]
+        return read(t).reshape(t.shape[0], -1)
+
+    shadow = form == "shadow"
+    prefix = "target_model_" if shadow else "base_model_"
+    E_all, ids, pre = rows("seq_lens_encoder"), rows("input_ids"), rows("pre_ids")
+    stop, acc_num = rows(prefix + "stop_flags"), rows("accept_num")
+    base_step = rows(prefix + "step_idx")
+    prefill_node = attrs["is_splitwise_prefill" if shadow else "splitwise_prefill"]
+    L, P = ids.shape[1], pre.shape[1]
+    truncate = shadow or attrs["truncate_first_token"]
+    k = attrs["num_model_step"]
+    if shadow:
+        limit = rows("max_dec_len")
+    else:
+        dropped = rows("batch_drop")  # what FastDeploy passes there: its is_block_step
+    for i in range(E_all.shape[0]):
+        E = int(E_all[i, 0])
         if shadow:
-            runs = not (base["stop_flags"][i, 0] or (
-                not prefill_node and int(base["step_idx"][i, 0]) + k >= int(max_dec_len[i])))
+            runs = not (stop[i, 0] or (
+                not prefill_node and int(base_step[i, 0]) + k >= int(limit[i, 0])))
         else:
             # A block step's drop needs the base stopped too, which already stops it.
-            runs = prefill_node or not (base["stop_flags"][i, 0] or s["batch_drop"][i, 0])
+            runs = prefill_node or not (stop[i, 0] or dropped[i, 0])
         if not runs:
             continue
         if E > 0:
@@ -127,7 +256,7 @@ def count_preprocess_writes(proposer, tally: OutsideWrites, where: str,
                 tally.preprocess += 1
                 tally.note(f"{where}: slot {i}: input_ids column {col} of {L}")
         elif shadow or not prefill_node:
-            acc, step = int(base["accept_num"][i, 0]), int(base["step_idx"][i, 0])
+            acc, step = int(acc_num[i, 0]), int(base_step[i, 0])
             cols = step - acc + np.arange(acc)
             bad = int(((cols < 0) | (cols >= P)).sum())
             if bad:
@@ -155,25 +284,14 @@ def max_dec_lens(proposer, max_dec_len: int):
 
 def prepare_inputs(proposer, tally: OutsideWrites, where: str, recompute=None,
                    max_dec_len=None) -> bool:
-    """draft_model_preprocess as FastDeploy's proposer calls it (the prefill
-    node passes k too), after counting what FastDeploy's kernel would write
-    outside a row on this state; returns not_need_stop. With `recompute`
-    (recompute_counts) the recompute form's op, with `max_dec_len`
+    """draft_model_preprocess as FastDeploy's proposer calls it
+    (``preprocess_call``), after counting what FastDeploy's kernel would
+    write outside a row on this state; returns not_need_stop. With
+    `recompute` (recompute_counts) the recompute form's op, with `max_dec_len`
     (max_dec_lens) the shadow form's."""
-    count_preprocess_writes(proposer, tally, where,
-                            None if max_dec_len is None else max_dec_len.numpy())
-    args = proposer.preprocess_arguments()
-    args["num_model_step"] = proposer.config.num_model_steps
-    if max_dec_len is not None:
-        sig = FORMS["shadow"]["draft_model_preprocess"]
-        tensors = {n: v for n, v in args.items() if n in sig.input_names}
-        forms.load("shadow").draft_model_preprocess(
-            **tensors, max_dec_len=max_dec_len, num_model_step=args["num_model_step"],
-            is_splitwise_prefill=proposer.config.role == "prefill")
-    elif recompute is None:
-        ops.draft_model_preprocess(**args)
-    else:
-        forms.load("recompute").draft_model_preprocess(**args, recompute_token_num=recompute)
+    form, inputs, attrs = preprocess_call(proposer, recompute, max_dec_len)
+    count_preprocess_writes(form, inputs, attrs, tally, where)
+    forms.load(form).draft_model_preprocess(*inputs.values(), *attrs.values())
     return bool(proposer.state["not_need_stop"].numpy()[0])
 
 
