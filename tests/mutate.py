@@ -58,6 +58,7 @@ PRE_OP = "custom_ops/draft_model_preprocess_op.cc"
 MAIN = "fastdeploy_mtp/__main__.py"
 SIM_CLI = "fastdeploy_mtp/harness/simulate_cli.py"
 PYPROJECT = "pyproject.toml"
+SIMFD = "fastdeploy_mtp/harness/sim_fastdeploy.py"
 # Python that runs on a GPU only (the loop replayed from CUDA graphs): its
 # mutations are the GPU suite's to kill, as the CUDA sources' are.
 GPU_ONLY_PYTHON = (CAPTURED,)
@@ -494,6 +495,16 @@ MUTATIONS = [
              "if not isinstance(value, (bool, np.bool_)):",
              "if not isinstance(value, (bool, np.bool_, np.integer)):"),
     # -- the build ------------------------------------------------------------------------
+    # -- FastDeploy's runner, replayed (sim_fastdeploy.py) -----------------------
+    Mutation("replayed decode-node cursor from the last prompt token", SIMFD,
+             'a["attn_mask_offsets_decoder"][i] = int(offsets[end - 1]) + 1',
+             'a["attn_mask_offsets_decoder"][i] = int(offsets[n - 1]) + 1'),
+    Mutation("replayed preprocess call bound by name, not by FastDeploy's positions", SIMFD,
+             '                    s["batch_drop"],      # in the op\'s is_block_step\n'
+             '                    s["is_block_step"],   # in the op\'s batch_drop\n',
+             '                    s["is_block_step"],\n                    s["batch_drop"],\n'),
+    Mutation("replayed outside-write count misses the column one past the row", SIMFD,
+             "(cols >= P)", "(cols > P)"),
     # -- the command line and the packaging -------------------------------------
     Mutation('a missing Paddle shown as a traceback', MAIN,
              '        if e.name != "paddle":\n            raise\n        return _refuse(PADDLE_MISSING)',

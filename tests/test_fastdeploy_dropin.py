@@ -20,10 +20,11 @@ from helpers import (DEVICES, WITH_GUARDED, assert_states_equal, call_op, prepro
 
 
 def fastdeploy_decode_node_state(rng, bsz, k):
-    """Each slot as FastDeploy's decode-node insert leaves it (step_idx 1,
-    seq_lens_decoder = the prompt length, seq_lens_this_time = k + 1,
-    mask_rollback = 1 - (k-1)), after the base model's first verification
-    accepted 1 or 2 tokens."""
+    """Each slot as FastDeploy's older decode-node insert leaves it
+    (insert_prefill_inputs, 9018ccf74 fastdeploy/spec_decode/mtp.py lines
+    620-641: step_idx 1, seq_lens_decoder = the prompt length,
+    seq_lens_this_time = k + 1), with our proposer's mask_rollback = 1 - (k-1),
+    after the base model's first verification accepted 1 or 2 tokens."""
     L = 64
     n = rng.integers(1, 20, bsz).astype(np.int32)
     a = rng.integers(1, 3, bsz).astype(np.int32)

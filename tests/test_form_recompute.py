@@ -311,23 +311,30 @@ def test_a_resync_moves_the_cursor_by_r_not_by_the_positions(k, cause):
     assert t.model.disagreements > 0
 
 
-def test_fastdeploy_s_decode_node_preset_is_one_short_at_once():
-    """recompute_token_num = 0 and mask_rollback = 1 on a decode node: the
-    first decode's mask ends are one below their KV positions + 1."""
-    t = run_loop(mode="pd", num_model_steps=3, steps=4)
-    assert "step 0 decode substep 0" in t.first_violation, t.first_violation
-    assert t.model.disagreements > 0
+@pytest.mark.parametrize("k", [1, 3])
+def test_fastdeploy_s_decode_node_preset_is_exact_while_no_draft_resyncs(k):
+    """FastDeploy 9018ccf74's decode-node insert (fastdeploy/spec_decode/mtp.py
+    lines 559-574: the cursor at the first generated token's offset + 1,
+    recompute_token_num = 0, mask_rollback = 1): with no re-sync, the draft's
+    mask and KV positions stay exact on a decode node."""
+    t = run_loop(mode="pd", num_model_steps=k, draft_eos_prob=0.0, block_prob=0.0,
+                 max_dec_len=400)
+    assert t.model.tokens > 200 and t.rolled_back > 20
+    assert t.violations == 0, t.first_violation
+    assert t.model.disagreements == 0, t.model.first
 
 
-def test_a_prefill_that_keeps_a_parked_flag_skips_the_new_prompt_s_mask():
-    """k = 1 (r is 0, nothing to re-sync wrongly): only block steps, whose
-    parked flag a finished request leaves to the next prompt in the slot."""
-    parked = run_loop(mode="mixed", num_model_steps=1, draft_eos_prob=0.0, block_prob=0.2,
-                      finish_prob=0.1, steps=60)
-    assert parked.model.disagreements > 0
-    clean = run_loop(mode="mixed", num_model_steps=1, draft_eos_prob=0.0, block_prob=0.0,
-                     steps=60)
-    assert clean.model.disagreements == 0 and clean.violations == 0
+def test_a_parked_flag_never_reaches_the_next_prompt_s_mask():
+    """FastDeploy's proposer passes its batch_drop where the op declares
+    is_block_step (9018ccf74: mtp.py lines 766-767 against cpp_extensions.cc
+    lines 887-888), so a draft parked by a block step is parked in a buffer
+    every insert clears, and a prefill that keeps the op's is_block_step never
+    skips the next prompt's mask: k = 1 with block steps stays exact."""
+    t = run_loop(mode="mixed", num_model_steps=1, draft_eos_prob=0.0, block_prob=0.2,
+                 finish_prob=0.1, steps=60)
+    assert t.model.tokens > 200
+    assert t.violations == 0, t.first_violation
+    assert t.model.disagreements == 0, t.model.first
 
 
 # ---------------------------------------------------------------------------

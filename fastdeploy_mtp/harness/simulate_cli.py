@@ -35,12 +35,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "decode node presetting mask_rollback 1): fails for K >= 2")
     p.add_argument("--runner", choices=["ours", "fastdeploy"], default="ours",
                    help="who inserts requests: our MTPProposer, or FastDeploy's own "
-                        "per-role inserts and presets (its decode node: step_idx 1, "
-                        "seq_lens_decoder = prompt length, mask_rollback 1-(k-1); no release), "
-                        "also counting what FastDeploy's kernels would write outside a row")
+                        "per-role inserts and presets (its decode node: the first token as "
+                        "a one-token prefill: step_idx 1, seq_lens_decoder = prompt length, "
+                        "mask_rollback 1, the cursor at that token's offset + 1; no release) "
+                        "and its positional call, also counting what FastDeploy's kernels "
+                        "would write outside a row")
     p.add_argument("--form", choices=["rollback", "recompute", "shadow"], default="rollback",
-                   help="which of FastDeploy's forms of the ops runs: rollback (21 tensors, "
-                        "the default), recompute (22, with recompute_token_num) or shadow "
+                   help="which form of the ops runs: rollback (21 tensors, the default: "
+                        "the reviewed design of FastDeploy PR #5738), recompute (22, with "
+                        "recompute_token_num: FastDeploy commit 0956b09a's rules) or shadow "
                         "(17, develop's: the draft's state derived from the target model's "
                         "every step). A form other than rollback is driven by FastDeploy's "
                         "runner of that version: needs --runner fastdeploy")
