@@ -133,6 +133,12 @@ def _bench_sim(args) -> int:
     return 0
 
 
+def _verdict(args) -> int:
+    from .harness.verdict import main as verdict_main
+
+    return verdict_main(args)
+
+
 def _simulate(args) -> int:
     from .harness.simulate_cli import main as simulate_main
 
@@ -194,6 +200,13 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                   "Prints a row per engine step and a summary; exits 0 after 'OK: ...' if "
                   "nothing was violated, 1 after 'FAILED: ...' otherwise.")
     add_arguments(sim)
+    from .harness.verdict import add_arguments as add_verdict_arguments
+
+    vd = command("verdict", "the table of docs/results.md: FastDeploy's runner replayed around "
+                            "each form, role and k with the tiny draft model and its oracle",
+                 " (60 steps, batch 8, seed 0, image prob 0.5 each; each form in a process of "
+                 "its own; about 4 s a row on 2 cores).")
+    add_verdict_arguments(vd)
     b = command("bench", "per-call time of each op next to the numpy reference (on the CPU also "
                          "the proposer's batched insert)")
     b.add_argument("--device", choices=["cpu", "gpu"], default=None,
@@ -226,7 +239,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
 
 COMMANDS = {"check": _check, "signature": _signature, "bench": _bench, "bench-gpu": _bench_gpu,
-            "bench-sim": _bench_sim, "simulate": _simulate}
+            "bench-sim": _bench_sim, "simulate": _simulate, "verdict": _verdict}
 
 
 def _form_problem():

@@ -59,6 +59,7 @@ MAIN = "fastdeploy_mtp/__main__.py"
 SIM_CLI = "fastdeploy_mtp/harness/simulate_cli.py"
 PYPROJECT = "pyproject.toml"
 SIMFD = "fastdeploy_mtp/harness/sim_fastdeploy.py"
+VERDICT = "fastdeploy_mtp/harness/verdict.py"
 # Python that runs on a GPU only (the loop replayed from CUDA graphs): its
 # mutations are the GPU suite's to kill, as the CUDA sources' are.
 GPU_ONLY_PYTHON = (CAPTURED,)
@@ -505,6 +506,12 @@ MUTATIONS = [
              '                    s["is_block_step"],\n                    s["batch_drop"],\n'),
     Mutation("replayed outside-write count misses the column one past the row", SIMFD,
              "(cols >= P)", "(cols > P)"),
+    Mutation("verdict rows of another workload than the table's", VERDICT,
+             'WORKLOAD = dict(runner="fastdeploy", draft_model="tiny", image_prob=0.5)',
+             'WORKLOAD = dict(runner="fastdeploy", draft_model="tiny", image_prob=0.25)'),
+    Mutation("verdict violations without their kinds", VERDICT,
+             "    return f\"{mask + alignment} ({', '.join(kinds)})\"",
+             "    return f\"{mask + alignment}\""),
     # -- the command line and the packaging -------------------------------------
     Mutation('a missing Paddle shown as a traceback', MAIN,
              '        if e.name != "paddle":\n            raise\n        return _refuse(PADDLE_MISSING)',

@@ -2,8 +2,9 @@
 options and each op's positional order, and docs/contract.md's inputs,
 dtypes, written marks and attributes, against the parser and
 fastdeploy_mtp/signature.py; the mutation counts against tests/mutate.py; and
-the README's "One step by hand" and each of its `$ python -m fastdeploy_mtp`
-commands print what the README shows. A change to one must change the other."""
+docs/step_by_hand.md and each `$ python -m fastdeploy_mtp` command of the
+README and docs/results.md print what they show. A change to one must change
+the other."""
 
 import argparse
 import os
@@ -250,15 +251,16 @@ def test_the_mutation_count_check_sees_a_row_and_a_device_miscounted():
     assert mutation_docs_mismatch(no_row, readme)["unlisted"] == ["custom_ops/mtp_cpu.h"]
 
 
-# The README's "One step by hand" runs as printed: its python block, run in a
+# docs/step_by_hand.md runs as printed: its python block, run in a
 # fresh interpreter, prints exactly the text block after it.
 
-STEP_BY_HAND = "## One step by hand"
+STEP_BY_HAND = "# One step by hand"
+STEP_PAGE = README.parent / "docs" / "step_by_hand.md"
 
 
 def example_and_output(readme: str) -> tuple:
     """The section's python block and the text block that follows it."""
-    section = readme.split(STEP_BY_HAND, 1)[1].split("\n## ", 1)[0]
+    section = readme.split(STEP_BY_HAND, 1)[1]
     code = re.findall(r"```python\n(.*?)```", section, re.S)
     shown = re.findall(r"```text\n(.*?)```", section, re.S)
     assert len(code) == 1 and len(shown) == 1, "one python block and one text block"
@@ -280,15 +282,15 @@ def run_example(code: str, folder: Path) -> str:
     return r.stdout
 
 
-def test_the_step_by_hand_prints_what_the_readme_shows(tmp_path):
-    code, shown = example_and_output(README.read_text())
+def test_the_step_by_hand_prints_what_the_page_shows(tmp_path):
+    code, shown = example_and_output(STEP_PAGE.read_text())
     assert run_example(code, tmp_path) == shown
 
 
-def test_the_step_by_hand_check_sees_the_old_behaviour(tmp_path):
-    """The decode node replaying the behaviour before the fix prints another
-    preset, so the comparison above would fail."""
-    code, shown = example_and_output(README.read_text())
+def test_the_step_by_hand_check_sees_a_run_without_the_fix(tmp_path):
+    """The decode node without the fix prints another preset, so the
+    comparison above would fail."""
+    code, shown = example_and_output(STEP_PAGE.read_text())
     old = code.replace('role="decode")', 'role="decode", without_fix=True)', 1)
     assert old != code
     printed = run_example(old, tmp_path)
@@ -330,13 +332,21 @@ def readme_commands(readme: str) -> list:
     return found
 
 
+RESULTS = README.parent / "docs" / "results.md"
+
+
+def shown_commands() -> list:
+    """The commands the README and docs/results.md show, with their output."""
+    return readme_commands(README.read_text()) + readme_commands(RESULTS.read_text())
+
+
 def test_the_readme_shows_several_commands():
-    commands = readme_commands(README.read_text())
+    commands = shown_commands()
     assert len(commands) >= 4, commands
     assert ["simulate", "--steps", "5"] in [argv for argv, _ in commands]
 
 
-@pytest.mark.parametrize("argv,shown", readme_commands(README.read_text()),
+@pytest.mark.parametrize("argv,shown", shown_commands(),
                          ids=lambda v: " ".join(v) if isinstance(v, list) else "")
 def test_each_command_in_the_readme_prints_what_it_shows(capsys, argv, shown):
     from fastdeploy_mtp.__main__ import main

@@ -59,14 +59,14 @@ def test_main_exit_codes_and_summary(capsys):
     assert simulate_cli.main(args(num_model_steps=3, steps=15, quiet=True, without_fix=True)) == 1
     assert "FAILED" in capsys.readouterr().out
     assert simulate_cli.main(args(num_model_steps=1, steps=15, quiet=True, without_fix=True)) == 0
-    assert "already right" in capsys.readouterr().out
+    assert "without the fix the mask is right as well" in capsys.readouterr().out
     assert simulate_cli.main(args(num_model_steps=0)) == 2
 
 
 def test_without_the_fix_a_run_with_no_decode_step_says_why_nothing_drifted(capsys):
     """--max-dec-len 2: every request ends right after its prefill step, so
-    the old behaviour has nothing to get wrong; the run says so instead of
-    a bare OK that reads as "the old behaviour is fine"."""
+    the run without the fix has nothing to get wrong; the run says so instead
+    of a bare OK that reads as "without the fix is fine"."""
     hint = "no request reached a decode step"
     a = dict(num_model_steps=3, steps=15, quiet=True, max_dec_len=2)
     assert simulate_cli.main(args(**a, without_fix=True)) == 0

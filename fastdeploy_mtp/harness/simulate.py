@@ -17,7 +17,7 @@ the workload submitted it, whatever a runner inserted.
 loop: it runs on the op's offsets with a KV cache, its greedy tokens are the
 draft's, and every forward is compared with a cache-free recomputation
 (``draft_check``). ``--image-prob P`` gives prompts image spans that attend
-themselves bidirectionally. ``--without-fix`` replays the old behaviour: the
+themselves bidirectionally. ``--without-fix`` runs without the fix: the
 op's update of mask_rollback is undone and a decode node presets 1.
 """
 

@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="slots (max_num_seqs): the most requests running at once")
     p.add_argument("--seed", type=int, default=0, help="seed of the workload and the model")
     p.add_argument("--without-fix", action="store_true",
-                   help="replay the old behaviour (the op's rollback of the mask ignored, a "
+                   help="run without the fix (the op's rollback of the mask ignored, a "
                         "decode node presetting mask_rollback 1): fails for K >= 2")
     p.add_argument("--runner", choices=["ours", "fastdeploy"], default="ours",
                    help="who inserts requests: our MTPProposer, or FastDeploy's own "
@@ -218,7 +218,7 @@ def main(args) -> int:
         from .. import ops
 
         ops.load_library(args.form)  # before anything loads the default form
-    behaviour = "WITHOUT the fix (old behaviour)" if args.without_fix else "with the fix"
+    behaviour = "WITHOUT the fix" if args.without_fix else "with the fix"
     extra = ", ops on the GPU" if args.device == "gpu" else ""
     extra += ", replayed from CUDA graphs" if args.graphs else ""
     extra += f", draft model {args.draft_model}" if args.draft_model else ""
@@ -249,12 +249,12 @@ def main(args) -> int:
     if t.model is not None and t.model.first:
         print(f"first disagreement: {t.model.first}")
     if args.without_fix and not t.failed and args.num_model_steps == 1:
-        print("with num_model_steps 1 there is nothing to roll back: the old behaviour was "
-              "already right")
+        print("with num_model_steps 1 there is nothing to roll back: without the fix "
+              "the mask is right as well")
     elif args.without_fix and not t.failed and t.rolled_back == 0:
         print(f"no request reached a decode step (each ended first, --max-dec-len "
-              f"{args.max_dec_len}): nothing was rolled back, so the old behaviour could not "
-              f"drift; raise --max-dec-len or --steps to see it")
+              f"{args.max_dec_len}): nothing was rolled back, so the run without the fix "
+              f"could not drift; raise --max-dec-len or --steps to see it")
     plotted = plot(args, args.plot) if args.plot else True
     if not t.failed:
         print("OK: the mask offsets stayed right" + (" and the draft model computed exactly "

@@ -1,0 +1,90 @@
+"""The verdict table: FastDeploy's own runner replayed around each form of the
+ops (``simulate --runner fastdeploy``), for every role and k, with the tiny
+draft model and its cache-free oracle; ``python -m fastdeploy_mtp verdict``.
+
+Each form's ops need a process of their own (Paddle registers an op name
+once), so every form's rows are run in a child process of this command and
+printed in the table's order. docs/results.md holds the table as printed, and
+a test runs rows of it again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from typing import Iterable, List
+
+from ..signature import FORMS
+
+ROLES = ("mixed", "pd")
+KS = (1, 2, 3, 4)
+COLUMNS = ("form", "role", "k", "draft tokens checked", "disagreements", "violations",
+           "FastDeploy writes outside a row")
+HEADER = ("| " + " | ".join(COLUMNS) + " |\n"
+          + "|---|---|---:|---:|---:|---:|---:|")
+# The workload of every row: simulate's defaults (60 steps, batch 8, seed 0)
+# with prompts carrying image spans half the time.
+WORKLOAD = dict(runner="fastdeploy", draft_model="tiny", image_prob=0.5)
+
+
+def violations_cell(mask: int, alignment: int) -> str:
+    """`0`, or the total and its kinds: `316 (alignment)`, `218 (2 mask, 216 alignment)`."""
+    if mask + alignment == 0:
+        return "0"
+    kinds = [f"{n} {kind}" for n, kind in ((mask, "mask"), (alignment, "alignment")) if n]
+    if len(kinds) == 1:
+        kinds = [kinds[0].split(" ", 1)[1]]
+    return f"{mask + alignment} ({', '.join(kinds)})"
+
+
+def row(form: str, role: str, k: int) -> str:
+    """One row, run in this process (which must be able to load `form`)."""
+    from . import simulate, simulate_cli
+
+    p = argparse.ArgumentParser()
+    simulate_cli.add_arguments(p)
+    a = p.parse_args([])
+    for name, value in dict(WORKLOAD, form=form, mode=role, num_model_steps=k).items():
+        setattr(a, name, value)
+    t = simulate.run(a, legacy=False, print_rows=False)
+    cells = (form, role, str(k), str(t.model.tokens), str(t.model.disagreements),
+             violations_cell(t.mask_violations, t.align_violations), str(t.outside.total))
+    return "| " + " | ".join(cells) + " |"
+
+
+def rows_in_child(form: str, roles: Iterable[str], ks: Iterable[int]) -> List[str]:
+    """`form`'s rows, run in a process of its own."""
+    argv = [sys.executable, "-m", "fastdeploy_mtp", "verdict", "--rows-of", form,
+            "--role", *roles, "-k", *map(str, ks)]
+    env = dict(os.environ, FASTDEPLOY_MTP_FORM=form)
+    r = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["no message"])[-1]
+        raise RuntimeError(f"verdict: the {form} form's rows failed: {last}")
+    return [line for line in r.stdout.splitlines() if line.startswith("| ")]
+
+
+def main(args) -> int:
+    if args.rows_of:  # a child: this form's rows only, no header
+        for role in args.role:
+            for k in args.k:
+                print(row(args.rows_of, role, k), flush=True)
+        return 0
+    print(HEADER, flush=True)
+    for form in args.form:
+        for line in rows_in_child(form, args.role, args.k):
+            print(line, flush=True)
+    return 0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    forms = list(FORMS)
+    p.add_argument("--form", nargs="+", choices=forms, default=forms, metavar="FORM",
+                   help=f"forms to run ({', '.join(forms)}; default: all)")
+    p.add_argument("--role", nargs="+", choices=ROLES, default=list(ROLES),
+                   help="roles to run (default: both)")
+    p.add_argument("-k", nargs="+", type=int, choices=KS, default=list(KS), metavar="K",
+                   help="num_model_steps values to run (default: 1 2 3 4)")
+    p.add_argument("--rows-of", choices=forms, default=None, help=argparse.SUPPRESS)

@@ -1,0 +1,55 @@
+"""docs/results.md's verdict table is what `python -m fastdeploy_mtp verdict`
+prints: its rows in the command's order, and a drifting and an exact row of
+each form run again here (the whole table takes minutes; a maintainer
+regenerates it with the command)."""
+
+from pathlib import Path
+
+import pytest
+
+from fastdeploy_mtp.harness import verdict
+from fastdeploy_mtp.signature import FORMS
+
+RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results.md"
+
+
+def docs_table() -> list:
+    """The verdict table's lines in docs/results.md (header first)."""
+    lines = RESULTS.read_text().splitlines()
+    start = lines.index(verdict.HEADER.splitlines()[0])
+    table = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        table.append(line)
+    return table
+
+
+def test_the_docs_table_has_every_form_role_and_k_in_the_command_s_order():
+    table = docs_table()
+    assert "\n".join(table[:2]) == verdict.HEADER
+    keys = [tuple(c.strip() for c in line.split("|")[1:4]) for line in table[2:]]
+    assert keys == [(f, r, str(k)) for f in FORMS for r in verdict.ROLES for k in verdict.KS]
+
+
+@pytest.mark.parametrize("mask,alignment,cell", [
+    (0, 0, "0"),
+    (376, 0, "376 (mask)"),
+    (0, 316, "316 (alignment)"),
+    (2, 216, "218 (2 mask, 216 alignment)"),
+])
+def test_the_violations_cell_names_each_kind_with_its_count(mask, alignment, cell):
+    assert verdict.violations_cell(mask, alignment) == cell
+
+
+# One row of each form that drifts (where it does) and one that is exact.
+SAMPLE = [("rollback", "pd", 2), ("recompute", "mixed", 2), ("shadow", "pd", 4)]
+
+
+@pytest.mark.parametrize("form", sorted({f for f, _, _ in SAMPLE}))
+def test_sampled_rows_are_what_the_command_prints(form):
+    want = {tuple(c.strip() for c in line.split("|")[1:4]): line for line in docs_table()[2:]}
+    for f, role, k in SAMPLE:
+        if f == form:
+            got = verdict.rows_in_child(form, [role], [k])
+            assert got == [want[(form, role, str(k))]]
