@@ -347,3 +347,28 @@ def compile_cpu_harness(source: str, out_dir) -> "Path":
                     str(Path(__file__).with_name(source)), "-o", str(exe)],
                    check=True, capture_output=True, text=True)
     return exe
+
+
+def raw_refusal_cases(sig, state, bsz_from="seq_lens_this_time"):
+    """(case id, bad state, expected message) for op `sig`'s raw registered op
+    on `state`: every input of a known dtype given as float32, and every
+    per-request input but the one that sets the batch size given one row too
+    few. The raw op is what FastDeploy calls, positionally."""
+    bsz = state[bsz_from].shape[0]
+    cases = []
+    for t in sig.inputs:
+        if t.dtype is not None:
+            bad = dict(state, **{t.name: state[t.name].astype(np.float32)})
+            cases.append((f"{t.name}-dtype", bad,
+                          f"{t.name} must be {np.dtype(t.dtype).name}, "
+                          "got float32"))
+        if t.name != bsz_from and state[t.name].shape[0] == bsz and bsz > 1:
+            bad = dict(state, **{t.name: state[t.name][:bsz - 1].copy()})
+            cases.append((f"{t.name}-rows", bad,
+                          f"{t.name} has {bsz - 1} rows, fewer than the batch size {bsz}"))
+    return cases
+
+
+def call_raw(library, sig, tensors, attrs=()):
+    """`sig`'s raw registered op of `library`, positionally, as FastDeploy calls it."""
+    return getattr(library, sig.name)(*[tensors[n] for n in sig.input_names], *attrs)

@@ -3,6 +3,8 @@ builds for each role, its short cu_seqlens_q, its output order, its
 decode_states rule, and a slot reused by an insert that never writes
 mask_rollback (docs/contract.md)."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -10,7 +12,8 @@ from fastdeploy_mtp import ops
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import read_registered
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
-from helpers import (DEVICES, WITH_GUARDED, assert_states_equal, call_op, preprocess_attrs,
+from helpers import (DEVICES, WITH_GUARDED, assert_states_equal, call_op, call_raw,
+                     preprocess_attrs, raw_refusal_cases,
                      run_mask_op, run_mask_ref, run_preprocess_op, run_preprocess_ref, to_numpy,
                      to_tensors)
 
@@ -323,3 +326,26 @@ def test_a_slot_whose_draft_was_parked_starts_unparked(device):
     assert_states_equal(got, run_preprocess_ref(s, attrs))
     assert not got["is_block_step"][1] and not got["stop_flags"][1]
     assert got["seq_lens_this_time"][1] == 5
+
+
+# ---------------------------------------------------------------------------
+# The raw registered ops, called positionally as FastDeploy calls them: a
+# wrong dtype or too few rows in any input is refused there too, unchanged
+
+RAW_CASES = ([("preprocess", *c) for c in raw_refusal_cases(
+                 DRAFT_MODEL_PREPROCESS, states.preprocess_state(np.random.default_rng(6), 3,
+                                                                 num_model_step=2))]
+             + [("mask", *c) for c in raw_refusal_cases(
+                 UPDATE_ATTN_MASK_OFFSETS, states.mask_state(np.random.default_rng(6), 3))])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op,case", [c[:2] for c in RAW_CASES])
+def test_the_raw_ops_refuse_a_wrong_dtype_or_too_few_rows_unchanged(device, op, case):
+    _, _, s, message = next(c for c in RAW_CASES if c[:2] == (op, case))
+    sig, attrs = ((DRAFT_MODEL_PREPROCESS, (2, False, False, True)) if op == "preprocess"
+                  else (UPDATE_ATTN_MASK_OFFSETS, ()))
+    t = to_tensors(s, device)
+    with pytest.raises((OSError, ValueError, RuntimeError), match=re.escape(message)):
+        call_raw(ops.load_library(), sig, t, attrs)
+    assert_states_equal(to_numpy(t), s)

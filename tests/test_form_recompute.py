@@ -3,6 +3,8 @@ process of its own: ``FASTDEPLOY_MTP_FORM=recompute python -m pytest
 tests/test_form_recompute.py``. The default run starts that process
 (test_forms.py), since a process registers one form's ops."""
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -13,7 +15,8 @@ from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
 import guarded
-from helpers import DEVICES, assert_states_equal, to_numpy, to_tensors
+from helpers import (DEVICES, assert_states_equal, call_raw, raw_refusal_cases, to_numpy,
+                     to_tensors)
 
 pytestmark = pytest.mark.skipif(
     ops.process_form() != "recompute",
@@ -441,3 +444,16 @@ def test_the_recompute_limit_cannot_wrap_at_int32_extremes(device, base_n):
     r = 2 if base_n == I32_MAX else 0
     assert got["seq_lens_decoder"][0] == 40 - r and got["mask_rollback"][0] == r
     assert_states_equal(got, run_ref(s, attrs_of(k)))
+
+
+RAW_CASES = raw_refusal_cases(SIG, decode_state(3))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", [c[0] for c in RAW_CASES])
+def test_the_raw_op_refuses_a_wrong_dtype_or_too_few_rows_unchanged(device, case):
+    _, s, message = next(c for c in RAW_CASES if c[0] == case)
+    t = to_tensors(s, device)
+    with pytest.raises((OSError, ValueError, RuntimeError), match=re.escape(message)):
+        call_raw(ops.load_library(), SIG, t, attrs_of(3).values())
+    assert_states_equal(to_numpy(t), s)

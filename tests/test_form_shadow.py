@@ -4,6 +4,8 @@
 The default run starts that process (test_forms.py), since a process
 registers one form's ops."""
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,7 +16,8 @@ from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
 import guarded
-from helpers import DEVICES, assert_states_equal, to_numpy, to_tensors
+from helpers import (DEVICES, assert_states_equal, call_raw, raw_refusal_cases, to_numpy,
+                     to_tensors)
 
 pytestmark = pytest.mark.skipif(
     ops.process_form() != "shadow",
@@ -463,6 +466,32 @@ def test_the_raw_op_takes_num_model_step_at_int32_max(device):
     got = to_numpy(t)
     assert_states_equal(got, run_ref(s, I32_MAX))
     assert got["stop_flags"].all() and not got["not_need_stop"][0]
+
+
+RAW_CASES = raw_refusal_cases(SIG, decode_state(3))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", [c[0] for c in RAW_CASES])
+def test_the_raw_op_refuses_a_wrong_dtype_or_too_few_rows_unchanged(device, case):
+    _, s, message = next(c for c in RAW_CASES if c[0] == case)
+    t = to_tensors(s, device)
+    with pytest.raises((OSError, ValueError, RuntimeError), match=re.escape(message)):
+        call_raw(ops.load_library(), SIG, t, (3, False))
+    assert_states_equal(to_numpy(t), s)
+
+
+RAW_MASK_CASES = raw_refusal_cases(MASK, states.shadow_mask_state(np.random.default_rng(4), 3))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", [c[0] for c in RAW_MASK_CASES])
+def test_the_raw_mask_op_refuses_a_wrong_dtype_or_too_few_rows_unchanged(device, case):
+    _, s, message = next(c for c in RAW_MASK_CASES if c[0] == case)
+    t = to_tensors(s, device)
+    with pytest.raises((OSError, ValueError, RuntimeError), match=re.escape(message)):
+        call_raw(ops.load_library(), MASK, t)
+    assert_states_equal(to_numpy(t), s)
 
 
 # The one input this form never reads (FastDeploy e87ce4b8c's kernel takes it
