@@ -288,6 +288,7 @@ def test_the_check_order_is_the_bindings():
 
 
 _DTYPES = {np.int64: "INT64", np.int32: "INT32", np.bool_: "BOOL"}
+CTYPES = {np.int64: "int64_t", np.int32: "int32_t", np.bool_: "bool"}
 _ACCESS = {"W": "Access::kWritten", "R": "Access::kRead", "U": "Access::kUnread"}
 
 
@@ -368,17 +369,23 @@ def _view_lines(sig):
 @pytest.mark.parametrize("form_op", BOUND, ids=[f"{f}:{n}" for f, n in BOUND])
 def test_views_fill_each_field_from_its_tensor(form_op):
     """Each tensor the rules read fills its fields of the views from itself,
-    once; a written tensor Paddle hands by const reference is written through
-    a const_cast, and only such a one."""
+    once (its data as the table's dtype, its columns, length or element
+    count); a written tensor Paddle hands by const reference is written
+    through a const_cast, and only such a one."""
     sig = _sig(form_op)
     lines = _view_lines(sig)
     assert set(lines) <= _struct_fields(sig.views)
     for t in sig.inputs:
         for field, what in t.view.fields():
             value = lines.pop(field)
-            assert re.search(rf"\b{t.name}\.(data<|shape\(\)|numel\(\))", value), (field, value)
             if what == "data":
-                assert ("const_cast" in value) == (t.written and t.name not in sig.declared), value
+                plain = f"{t.name}.data<{CTYPES[t.dtype]}>()"
+                writable = t.written and t.name not in sig.declared
+                assert value == (f"const_cast<{CTYPES[t.dtype]}*>({plain})" if writable
+                                 else plain), value
+            else:
+                assert value == {"cols": f"{t.name}.shape()[1]", "rows": f"{t.name}.shape()[0]",
+                                 "numel": f"{t.name}.numel()"}[what], (field, value)
     assert lines == {}
     rendered = cpp_views(sig)
     assert f"v.bsz = {sig.batch}.shape()[0];" in rendered
