@@ -81,18 +81,21 @@ def _signature(args) -> int:
     from pathlib import Path
 
     from ._build import SOURCE_DIR
-    from .signature import HEADER_PATH, render_cpp_header
+    from .signature import GENERATED_HEADERS
 
-    path = SOURCE_DIR / Path(HEADER_PATH).name  # the checkout's custom_ops/ or the installed copy
-    text = render_cpp_header()
-    if args.write:
-        path.write_text(text)
-        print(f"wrote {path}")
-        return 0
-    same = path.is_file() and path.read_text() == text
-    print(f"{HEADER_PATH} {'matches' if same else 'DIFFERS from'} fastdeploy_mtp/signature.py"
-          + ("" if same else ": run `python -m fastdeploy_mtp signature --write`"))
-    return 0 if same else 1
+    differ = 0
+    for name, render in GENERATED_HEADERS.items():
+        path = SOURCE_DIR / Path(name).name  # the checkout's custom_ops/ or the installed copy
+        text = render()
+        if args.write:
+            path.write_text(text)
+            print(f"wrote {path}")
+            continue
+        same = path.is_file() and path.read_text() == text
+        differ += not same
+        print(f"{name} {'matches' if same else 'DIFFERS from'} fastdeploy_mtp/signature.py"
+              + ("" if same else ": run `python -m fastdeploy_mtp signature --write`"))
+    return 1 if differ else 0
 
 
 def _positive(name: str, values, high: int):
@@ -187,10 +190,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     ck.add_argument("--form", choices=["all", *FORM_NAMES], default="all",
                     help="which of FastDeploy's forms to build and check (all: each in a "
                          "process of its own)")
-    sg = command("signature", "check that custom_ops/op_signatures.h is the one the signature "
-                              "table renders; exit 1 if not")
+    sg = command("signature", "check that custom_ops/op_signatures.h and op_bindings.h are the "
+                              "ones the signature table renders; exit 1 if not")
     sg.add_argument("--write", action="store_true",
-                    help="render the header from the table and write it, instead of checking")
+                    help="render the headers from the table and write them, instead of checking")
     from .bench.cpu import ROUNDS
     from .harness.simulate_cli import add_arguments
 

@@ -1,11 +1,12 @@
 """The op signatures, stated once.
 
 Every other place that needs an op's inputs, outputs, attributes or in-place
-pairs -- the Python wrappers, the numpy reference, the registration check and
-the tests -- reads them from here or is compared against them. The C++
-registration in ``custom_ops/*_op.cc`` is compared against this table by
-``python -m fastdeploy_mtp check`` (and by the test suite), so a drifting
-name or order fails loudly.
+pairs -- the Python wrappers, the numpy reference, the registration check, the
+C++ bindings and the tests -- reads them from here or is compared against
+them. The C++ side is rendered from this table (``GENERATED_HEADERS``): the
+registered lists, and each binding's parameter list, boundary checks and
+views of the tensors; ``python -m fastdeploy_mtp check`` compares what Paddle
+registered with the table, so a drifting name or order fails loudly.
 
 The positional order is the one FastDeploy-style runners call with.
 
@@ -21,18 +22,56 @@ has 8 tensors and no cursor). A process loads one form
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Dict, Tuple
+from dataclasses import dataclass, replace
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
+
+# How an op uses a tensor: W written, R read, U never read (only its shape is
+# checked, so its memory may alias anything). The C++ binding's overlap check
+# takes it (tensor_checks.h's Access).
+W, R, U = "W", "R", "U"
+
+# The boundary check a tensor gets in C++ (tensor_checks.h's ArgChecker).
+VECTOR = "vector"  # [N] or [N, 1], N >= the batch size
+MATRIX = "matrix"  # [N, columns], N >= the batch size, columns >= min_cols
+FLAT = "flat"      # any rank >= 1, at least batch-size elements
+LENGTH = "length"  # any dtype, rank >= 1: only its length is read
+FLAG = "flag"      # bool, >= 1 element, on the others' device or on the host; written
+ANY = "any"        # nothing (raise_pending_errors' tensor: any tensor on the device)
+
+
+@dataclass(frozen=True)
+class View:
+    """The fields of the rules' views (``PreprocessTensors`` or ``MaskTensors``
+    in custom_ops/mtp_bookkeeping.h) a tensor fills: its data pointer, its
+    column count (shape[1]), its length (shape[0]), its element count."""
+    data: Optional[str] = None
+    cols: Optional[str] = None
+    rows: Optional[str] = None
+    numel: Optional[str] = None
+
+    def fields(self) -> Tuple[Tuple[str, str], ...]:
+        """(field, what it holds) for each field filled: data, cols, rows or numel."""
+        return tuple((getattr(self, k), k) for k in ("data", "cols", "rows", "numel")
+                     if getattr(self, k) is not None)
 
 
 @dataclass(frozen=True)
 class TensorArg:
     name: str
-    dtype: type  # numpy scalar type; None means "any dtype" (only the shape is read)
-    written: bool  # declared as the in-place output ``<name>_out``
+    dtype: Optional[type]  # numpy scalar type; None means "any dtype" (only the shape is read)
+    access: str  # W, R or U (above)
     doc: str
+    check: str = VECTOR  # its boundary check (above)
+    min_cols: int = 0  # a MATRIX's fewest columns
+    view: View = View()  # the views' fields it fills; none: the rules never read it
+
+    @property
+    def written(self) -> bool:
+        """Written by the op: declared as the in-place output ``<name>_out``
+        unless the table lists it among its ``undeclared``."""
+        return self.access == W
 
 
 @dataclass(frozen=True)
@@ -40,10 +79,26 @@ class AttrArg:
     name: str
     type: type  # int or bool
     doc: str
+    minimum: Optional[int] = None  # the raw op refuses a smaller value
+    field: Optional[str] = None  # the attributes' struct's field it fills; None: `name`
 
     @property
     def registration(self) -> str:
         return f"{self.name}: {self.type.__name__}"
+
+    @property
+    def struct_field(self) -> str:
+        return self.field or self.name
+
+
+@dataclass(frozen=True)
+class FreshOutput:
+    """An output that is a new tensor: `per_row` elements of `dtype` for each
+    row (shape[0]) of the input `rows_of`."""
+    name: str
+    dtype: type
+    rows_of: str
+    per_row: int
 
 
 @dataclass(frozen=True)
@@ -52,7 +107,7 @@ class OpSignature:
     inputs: Tuple[TensorArg, ...]
     attrs: Tuple[AttrArg, ...]
     # Outputs that are new tensors (not in place), listed before the in-place ones.
-    fresh_outputs: Tuple[str, ...] = ()
+    fresh_outputs: Tuple[FreshOutput, ...] = ()
     # The written inputs whose in-place outputs come first, in this order (the
     # order FastDeploy registers); the other written inputs' follow in input
     # order. Empty: all in input order.
@@ -60,6 +115,15 @@ class OpSignature:
     # Written inputs registered as plain inputs, as FastDeploy registers them
     # (the op writes them all the same): no output, no in-place pair.
     undeclared: Tuple[str, ...] = ()
+    # The C++ binding rendered from the table: the struct of the rules' views
+    # its tensors fill ("": no binding is rendered), the struct its attributes
+    # fill, the tensor whose length is the batch size, and the fields of the
+    # attributes' struct this form has no attribute for, with the value they
+    # always have in it (a C++ literal).
+    views: str = ""
+    attrs_struct: str = ""
+    batch: str = ""
+    fixed_attrs: Tuple[Tuple[str, str], ...] = ()
 
     @property
     def input_names(self) -> Tuple[str, ...]:
@@ -81,7 +145,8 @@ class OpSignature:
     @property
     def output_names(self) -> Tuple[str, ...]:
         rest = tuple(n for n in self.declared if n not in self.written_first)
-        return self.fresh_outputs + tuple(f"{n}_out" for n in self.written_first + rest)
+        return (tuple(o.name for o in self.fresh_outputs)
+                + tuple(f"{n}_out" for n in self.written_first + rest))
 
     @property
     def inplace_map(self) -> Dict[str, str]:
@@ -93,6 +158,21 @@ class OpSignature:
         ``core.eager._get_custom_operator_inplace_map``."""
         outs = self.output_names
         return {outs.index(o): self.input_names.index(i) for i, o in self.inplace_map.items()}
+
+    @property
+    def check_order(self) -> Tuple[str, ...]:
+        """The order the C++ binding checks the tensors in: the table's, but
+        the batch tensor is checked (its length, then as itself) just before
+        the first check that needs the batch size, and the flag last (it is
+        compared with the device the others share)."""
+        order: List[str] = []
+        for t in self.inputs:
+            if t.check in (FLAG, ANY) or t.name == self.batch:
+                continue
+            if t.check != LENGTH and self.batch not in order:
+                order.append(self.batch)
+            order.append(t.name)
+        return tuple(order) + tuple(t.name for t in self.inputs if t.check == FLAG)
 
     def input(self, name: str) -> TensorArg:
         for t in self.inputs:
@@ -106,55 +186,75 @@ _i64, _i32, _b = np.int64, np.int32, np.bool_
 DRAFT_MODEL_PREPROCESS = OpSignature(
     name="draft_model_preprocess",
     inputs=(
-        TensorArg("draft_tokens", _i64, True, "[N, D] draft model's input tokens"),
-        TensorArg("input_ids", _i64, True, "[N, L] draft model's prompt buffer"),
-        TensorArg("stop_flags", _b, True, "[N] draft stopped"),
-        TensorArg("seq_lens_this_time", _i32, True, "[bsz] tokens fed this step; defines bsz"),
-        TensorArg("seq_lens_encoder", _i32, True, "[N] prompt tokens still to prefill"),
-        TensorArg("seq_lens_decoder", _i32, True, "[N] draft KV positions"),
-        TensorArg("step_idx", _i64, True, "[N] draft step index"),
-        TensorArg("not_need_stop", _b, True, "[1] some request is running"),
-        TensorArg("is_block_step", _b, True, "[N] draft parked by a block step"),
-        TensorArg("batch_drop", _b, True, "[N] request dropped"),
-        TensorArg("pre_ids", _i64, True, "[N, P] generated tokens"),
-        TensorArg("mask_rollback", _i32, True, "[N] pending attention-mask rollback"),
-        TensorArg("accept_tokens", _i64, False, "[N, A] tokens the base model accepted"),
-        TensorArg("accept_num", _i32, False, "[N] number of accepted tokens"),
-        TensorArg("base_model_seq_lens_this_time", _i32, False, "[N] base model"),
-        TensorArg("base_model_seq_lens_encoder", _i32, False, "[N] base model"),
-        TensorArg("base_model_seq_lens_decoder", _i32, False, "[N] base model KV positions"),
-        TensorArg("base_model_step_idx", _i64, False, "[N] base model step index"),
-        TensorArg("base_model_stop_flags", _b, False, "[N] base model stopped"),
-        TensorArg("base_model_is_block_step", _b, False, "[N] base model in a block step"),
-        TensorArg("base_model_draft_tokens", _i64, True, "[N, Db] columns 1.. set to -1"),
+        TensorArg("draft_tokens", _i64, W, "[N, D] draft model's input tokens", MATRIX,
+                  view=View("draft_tokens", cols="draft_cols")),
+        TensorArg("input_ids", _i64, W, "[N, L] draft model's prompt buffer", MATRIX,
+                  view=View("input_ids", cols="input_cols")),
+        TensorArg("stop_flags", _b, W, "[N] draft stopped", view=View("stop_flags")),
+        TensorArg("seq_lens_this_time", _i32, W, "[bsz] tokens fed this step; defines bsz",
+                  view=View("seq_lens_this_time")),
+        TensorArg("seq_lens_encoder", _i32, W, "[N] prompt tokens still to prefill",
+                  view=View("seq_lens_encoder")),
+        TensorArg("seq_lens_decoder", _i32, W, "[N] draft KV positions",
+                  view=View("seq_lens_decoder")),
+        TensorArg("step_idx", _i64, W, "[N] draft step index", view=View("step_idx")),
+        TensorArg("not_need_stop", _b, W, "[1] some request is running", FLAG),
+        TensorArg("is_block_step", _b, W, "[N] draft parked by a block step",
+                  view=View("is_block_step")),
+        TensorArg("batch_drop", _b, W, "[N] request dropped", view=View("batch_drop")),
+        TensorArg("pre_ids", _i64, W, "[N, P] generated tokens", MATRIX,
+                  view=View("pre_ids", cols="pre_cols")),
+        TensorArg("mask_rollback", _i32, W, "[N] pending attention-mask rollback",
+                  view=View("mask_rollback")),
+        TensorArg("accept_tokens", _i64, R, "[N, A] tokens the base model accepted", MATRIX,
+                  view=View("accept_tokens", cols="accept_cols")),
+        TensorArg("accept_num", _i32, R, "[N] number of accepted tokens",
+                  view=View("accept_num")),
+        TensorArg("base_model_seq_lens_this_time", _i32, U, "[N] base model"),
+        TensorArg("base_model_seq_lens_encoder", _i32, U, "[N] base model"),
+        TensorArg("base_model_seq_lens_decoder", _i32, R, "[N] base model KV positions",
+                  view=View("base_seq_lens_decoder")),
+        TensorArg("base_model_step_idx", _i64, R, "[N] base model step index",
+                  view=View("base_step_idx")),
+        TensorArg("base_model_stop_flags", _b, R, "[N] base model stopped",
+                  view=View("base_stop_flags")),
+        TensorArg("base_model_is_block_step", _b, R, "[N] base model in a block step",
+                  view=View("base_is_block_step")),
+        TensorArg("base_model_draft_tokens", _i64, W, "[N, Db] columns 1.. set to -1", MATRIX,
+                  view=View("base_draft_tokens", cols="base_draft_cols")),
     ),
     attrs=(
-        AttrArg("num_model_step", int, "draft substeps per engine step, >= 1"),
+        AttrArg("num_model_step", int, "draft substeps per engine step, >= 1", minimum=1),
         AttrArg("truncate_first_token", bool, "place the first token at E-1 instead of E"),
         AttrArg("splitwise_prefill", bool, "prefill node of a PD-split deployment"),
         AttrArg("kvcache_scheduler_v1", bool, "block steps park the request instead of dropping it"),
     ),
+    views="PreprocessTensors",
+    attrs_struct="PreprocessAttrs",
+    batch="seq_lens_this_time",
 )
 
 def _with_recompute_token_num(inputs: Tuple[TensorArg, ...]) -> Tuple[TensorArg, ...]:
     out = []
     for t in inputs:
         if t.name == "base_model_seq_lens_this_time":
-            t = TensorArg(t.name, t.dtype, False, "[N] base model; bounds the recomputed tokens")
+            t = replace(t, access=R, doc="[N] base model; bounds the recomputed tokens",
+                        view=View("base_seq_lens_this_time"))
         out.append(t)
         if t.name == "mask_rollback":
-            out.append(TensorArg("recompute_token_num", _i32, True,
-                                 "[N] tokens the next decode recomputes (set to num_model_step-1)"))
+            out.append(TensorArg("recompute_token_num", _i32, W,
+                                 "[N] tokens the next decode recomputes (set to num_model_step-1)",
+                                 view=View("recompute_token_num")))
     return tuple(out)
 
 
 # FastDeploy's recompute form: a decode rolls back the tokens it recomputes,
-# min(recompute_token_num, base_model_seq_lens_this_time - 2). FastDeploy
-# registers ten of its fourteen written tensors in place; so do we.
-DRAFT_MODEL_PREPROCESS_RECOMPUTE = OpSignature(
-    name="draft_model_preprocess",
+# min(recompute_token_num, base_model_seq_lens_this_time - 2), so it reads
+# base_model_seq_lens_this_time, which the rollback form never reads.
+# FastDeploy registers ten of its fourteen written tensors in place; so do we.
+DRAFT_MODEL_PREPROCESS_RECOMPUTE = replace(
+    DRAFT_MODEL_PREPROCESS,
     inputs=_with_recompute_token_num(DRAFT_MODEL_PREPROCESS.inputs),
-    attrs=DRAFT_MODEL_PREPROCESS.attrs,
     undeclared=("is_block_step", "mask_rollback", "recompute_token_num",
                 "base_model_draft_tokens"),
 )
@@ -167,68 +267,98 @@ DRAFT_MODEL_PREPROCESS_RECOMPUTE = OpSignature(
 DRAFT_MODEL_PREPROCESS_SHADOW = OpSignature(
     name="draft_model_preprocess",
     inputs=(
-        TensorArg("draft_tokens", _i64, True, "[N, D] draft model's input tokens"),
-        TensorArg("input_ids", _i64, True, "[N, L] draft model's prompt buffer"),
-        TensorArg("stop_flags", _b, True, "[N] draft skipped this step"),
-        TensorArg("seq_lens_this_time", _i32, True, "[bsz] tokens fed this step; defines bsz"),
-        TensorArg("seq_lens_encoder", _i32, True, "[N] prompt tokens still to prefill"),
-        TensorArg("seq_lens_decoder", _i32, True, "[N] draft KV positions"),
-        TensorArg("step_idx", _i64, True, "[N] draft step index"),
-        TensorArg("not_need_stop", _b, True, "[1] some request is running"),
-        TensorArg("pre_ids", _i64, True, "[N, P] generated tokens"),
-        TensorArg("accept_tokens", _i64, False, "[N, A] tokens the target model accepted"),
-        TensorArg("accept_num", _i32, False, "[N] number of accepted tokens"),
-        TensorArg("target_model_seq_lens_encoder", _i32, False, "[N] target model (not read)"),
-        TensorArg("target_model_seq_lens_decoder", _i32, False, "[N] target model KV positions"),
-        TensorArg("target_model_step_idx", _i64, False, "[N] target model step index"),
-        TensorArg("target_model_stop_flags", _b, False, "[N] target model stopped"),
-        TensorArg("max_dec_len", _i64, False, "[N] each request's length limit"),
-        TensorArg("target_model_draft_tokens", _i64, True, "[N, Dt] columns 1.. set to -1"),
+        TensorArg("draft_tokens", _i64, W, "[N, D] draft model's input tokens", MATRIX,
+                  view=View("draft_tokens", cols="draft_cols")),
+        TensorArg("input_ids", _i64, W, "[N, L] draft model's prompt buffer", MATRIX,
+                  view=View("input_ids", cols="input_cols")),
+        TensorArg("stop_flags", _b, W, "[N] draft skipped this step", view=View("stop_flags")),
+        TensorArg("seq_lens_this_time", _i32, W, "[bsz] tokens fed this step; defines bsz",
+                  view=View("seq_lens_this_time")),
+        TensorArg("seq_lens_encoder", _i32, W, "[N] prompt tokens still to prefill",
+                  view=View("seq_lens_encoder")),
+        TensorArg("seq_lens_decoder", _i32, W, "[N] draft KV positions",
+                  view=View("seq_lens_decoder")),
+        TensorArg("step_idx", _i64, W, "[N] draft step index", view=View("step_idx")),
+        TensorArg("not_need_stop", _b, W, "[1] some request is running", FLAG),
+        TensorArg("pre_ids", _i64, W, "[N, P] generated tokens", MATRIX,
+                  view=View("pre_ids", cols="pre_cols")),
+        TensorArg("accept_tokens", _i64, R, "[N, A] tokens the target model accepted", MATRIX,
+                  view=View("accept_tokens", cols="accept_cols")),
+        TensorArg("accept_num", _i32, R, "[N] number of accepted tokens",
+                  view=View("accept_num")),
+        TensorArg("target_model_seq_lens_encoder", _i32, U, "[N] target model (not read)"),
+        TensorArg("target_model_seq_lens_decoder", _i32, R, "[N] target model KV positions",
+                  view=View("base_seq_lens_decoder")),
+        TensorArg("target_model_step_idx", _i64, R, "[N] target model step index",
+                  view=View("base_step_idx")),
+        TensorArg("target_model_stop_flags", _b, R, "[N] target model stopped",
+                  view=View("base_stop_flags")),
+        TensorArg("max_dec_len", _i64, R, "[N] each request's length limit",
+                  view=View("max_dec_len")),
+        TensorArg("target_model_draft_tokens", _i64, W, "[N, Dt] columns 1.. set to -1",
+                  MATRIX, view=View("base_draft_tokens", cols="base_draft_cols")),
     ),
     attrs=(
-        AttrArg("num_model_step", int, "draft substeps per engine step, >= 1"),
+        AttrArg("num_model_step", int, "draft substeps per engine step, >= 1", minimum=1),
         AttrArg("is_splitwise_prefill", bool, "prefill node of a PD-split deployment: no "
-                                              "request is skipped for its length limit"),
+                                              "request is skipped for its length limit",
+                field="splitwise_prefill"),
     ),
     undeclared=("target_model_draft_tokens",),
+    views="PreprocessTensors",
+    attrs_struct="PreprocessAttrs",
+    batch="seq_lens_this_time",
+    # No truncate_first_token: its first token goes to E - 1. No
+    # kvcache_scheduler_v1: nothing is parked or dropped.
+    fixed_attrs=(("truncate_first_token", "true"), ("kvcache_scheduler_v1", "false")),
 )
 
 UPDATE_ATTN_MASK_OFFSETS = OpSignature(
     name="update_attn_mask_offsets",
     inputs=(
-        TensorArg("ids_remove_padding", None, False, "[T] only its length is read"),
-        TensorArg("seq_lens_this_time", _i32, False, "[bsz] tokens this substep; defines bsz"),
-        TensorArg("seq_lens_encoder", _i32, False, "[N]"),
-        TensorArg("seq_lens_decoder", _i32, False, "[N]"),
-        TensorArg("cu_seqlens_q", _i32, False, "[bsz+1] prefix sums of seq_lens_this_time, or [bsz]"),
-        TensorArg("attn_mask_offsets_full", _i32, False, "[N, max_model_len] prompt mask offsets"),
-        TensorArg("attn_mask_offsets_decoder", _i32, True, "[N] mask cursor"),
-        TensorArg("is_block_step", _b, False, "[N]"),
-        TensorArg("decode_states", _i32, True, "[N, Ds] decode states; column 0 == 2 is vision generation"),
-        TensorArg("mask_rollback", _i32, True, "[N] pending rollback, consumed here"),
+        TensorArg("ids_remove_padding", None, U, "[T] only its length is read", LENGTH,
+                  view=View(rows="num_tokens")),
+        TensorArg("seq_lens_this_time", _i32, R, "[bsz] tokens this substep; defines bsz",
+                  view=View("seq_lens_this_time")),
+        TensorArg("seq_lens_encoder", _i32, R, "[N]", view=View("seq_lens_encoder")),
+        TensorArg("seq_lens_decoder", _i32, R, "[N]", view=View("seq_lens_decoder")),
+        TensorArg("cu_seqlens_q", _i32, R, "[bsz+1] prefix sums of seq_lens_this_time, or [bsz]",
+                  FLAT, view=View("cu_seqlens_q", numel="cu_entries")),
+        TensorArg("attn_mask_offsets_full", _i32, R, "[N, max_model_len] prompt mask offsets",
+                  MATRIX, view=View("mask_full", cols="mask_full_cols")),
+        TensorArg("attn_mask_offsets_decoder", _i32, W, "[N] mask cursor",
+                  view=View("mask_decoder")),
+        TensorArg("is_block_step", _b, R, "[N]", view=View("is_block_step")),
+        # Column 0 is read for every prompt request: at least one column.
+        TensorArg("decode_states", _i32, W, "[N, Ds] decode states; column 0 == 2 is vision generation",
+                  MATRIX, min_cols=1, view=View("decode_states", cols="decode_states_cols")),
+        TensorArg("mask_rollback", _i32, W, "[N] pending rollback, consumed here",
+                  view=View("mask_rollback")),
     ),
     attrs=(),
-    fresh_outputs=("attn_mask_offsets",),
+    fresh_outputs=(FreshOutput("attn_mask_offsets", _i32, rows_of="ids_remove_padding",
+                               per_row=2),),
     # FastDeploy's outputs, in its order; the cursor, which FastDeploy writes
     # without declaring it, is declared too, after them.
     written_first=("decode_states", "mask_rollback"),
+    views="MaskTensors",
+    batch="seq_lens_this_time",
 )
 
 # The shadow form's: no cursor and no rollback, a decode token's mask end is
 # seq_lens_decoder + 1 + j.
-UPDATE_ATTN_MASK_OFFSETS_SHADOW = OpSignature(
-    name="update_attn_mask_offsets",
+UPDATE_ATTN_MASK_OFFSETS_SHADOW = replace(
+    UPDATE_ATTN_MASK_OFFSETS,
     inputs=tuple(t for t in UPDATE_ATTN_MASK_OFFSETS.inputs
                  if t.name not in ("attn_mask_offsets_decoder", "mask_rollback")),
-    attrs=(),
-    fresh_outputs=("attn_mask_offsets",),
+    written_first=(),
 )
 
 # Not a FastDeploy op: the explicit check for errors that asynchronous GPU
 # calls left on the device (any tensor on that device names it; unchanged).
 RAISE_PENDING_ERRORS = OpSignature(
     name="raise_pending_errors",
-    inputs=(TensorArg("x", None, True, "any tensor on the device to check"),),
+    inputs=(TensorArg("x", None, W, "any tensor on the device to check", ANY),),
     attrs=(),
 )
 
@@ -256,28 +386,35 @@ def macro_prefix(form: str, sig: OpSignature) -> str:
 
 
 # ---------------------------------------------------------------------------
-# The C++ registrations read the same table: custom_ops/op_signatures.h is
+# The C++ side reads the same table: the headers in GENERATED_HEADERS are
 # rendered from it (``python -m fastdeploy_mtp signature --write``), and a test
-# fails when the file and the table differ.
+# fails when a file and the table differ.
 
-HEADER_PATH = "custom_ops/op_signatures.h"
+# The tables in the order their macros are rendered: each form's ops, a table
+# shared by several forms once, under its first form's prefix.
+def _tables() -> Dict[str, OpSignature]:
+    return {macro_prefix(form, sig): sig for form, ops in FORMS.items() for sig in ops.values()}
 
 
 def _cpp_list(items) -> str:
     return ", ".join(f'"{x}"' for x in items)
 
 
+_GENERATED = [
+    "// Generated from fastdeploy_mtp/signature.py: do not edit; run",
+    "// `python -m fastdeploy_mtp signature --write` after changing the table.",
+]
+
+
 def render_cpp_header() -> str:
-    lines = [
-        "// Generated from fastdeploy_mtp/signature.py: do not edit; run",
-        "// `python -m fastdeploy_mtp signature --write` after changing the table.",
+    """custom_ops/op_signatures.h: the registered lists, for PD_BUILD_OP."""
+    lines = _GENERATED + [
         "// Each op's registered inputs, outputs, attributes and in-place pairs, for",
         "// PD_BUILD_OP(...).Inputs({..._INPUTS}) and the like.",
         "#pragma once",
         "",
     ]
-    tables = {macro_prefix(form, sig): sig for form, ops in FORMS.items() for sig in ops.values()}
-    for p, sig in tables.items():
+    for p, sig in _tables().items():
         lines.append(f"#define {p}_INPUTS {_cpp_list(sig.input_names)}")
         lines.append(f"#define {p}_OUTPUTS {_cpp_list(sig.output_names)}")
         if sig.attrs:
@@ -286,6 +423,225 @@ def render_cpp_header() -> str:
         lines.append(f"#define {p}_INPLACE {pairs}")
         lines.append("")
     return "\n".join(lines)
+
+
+# C++ element type and paddle::DataType of each dtype the table names.
+_CPP_DTYPES = {np.int64: ("int64_t", "INT64"), np.int32: ("int32_t", "INT32"),
+               np.bool_: ("bool", "BOOL")}
+_CPP_ACCESS = {W: "Access::kWritten", R: "Access::kRead", U: "Access::kUnread"}
+_WIDTH = 100
+
+
+def _wrapped(head: str, items: List[str], tail: str, indent: str,
+             width: int = _WIDTH) -> List[str]:
+    """`head` + the items joined by ", " + `tail`, broken into lines of at
+    most `width` columns between items; continuation lines start with `indent`."""
+    lines, line = [], head
+    for k, item in enumerate(items):
+        piece = item + (", " if k + 1 < len(items) else tail)
+        if len(line) + len(piece.rstrip()) > width and line.strip():
+            lines.append(line.rstrip())
+            line = indent
+        line += piece
+    if not items:
+        line += tail
+    lines.append(line.rstrip())
+    return lines
+
+
+def _macro(name: str, items: List[str]) -> List[str]:
+    body = _wrapped("    ", items, "", "    ", _WIDTH - 2)  # room for " \\"
+    return [f"#define {name} \\"] + [ln + " \\" for ln in body[:-1]] + [body[-1]]
+
+
+def cpp_params(sig: OpSignature, named=None, const_all: bool = False) -> List[str]:
+    """The kernel function's parameters: each tensor by reference, non-const
+    exactly where the op declares it written in place (Paddle hands every
+    other input by const reference, FastDeploy's undeclared written ones
+    too), then the attributes. `named`: the names to spell (None: all; the
+    others are left unnamed); `const_all`: every tensor by const reference."""
+    out = []
+    for t in sig.inputs:
+        const = "" if t.name in sig.declared and not const_all else "const "
+        name = t.name if named is None or t.name in named else ""
+        out.append(f"{const}paddle::Tensor& {name}".rstrip())
+    for a in sig.attrs:
+        name = a.name if named is None or a.name in named else ""
+        out.append(f"{a.type.__name__} {name}".rstrip())
+    return out
+
+
+def cpp_check(sig: OpSignature, t: TensorArg) -> str:
+    """The C++ boundary check of tensor `t` (tensor_checks.h's ArgChecker `c`)."""
+    head = f'{t.name}, "{t.name}"'
+    if t.check == LENGTH:
+        return f"c.length_only({head});"
+    if t.check == FLAG:
+        return f"c.host_or_device_flag({head});"
+    args = f"{head}, paddle::DataType::{_CPP_DTYPES[t.dtype][1]}, bsz, {_CPP_ACCESS[t.access]}"
+    if t.check == MATRIX:
+        return f"c.matrix({args}{f', {t.min_cols}' if t.min_cols else ''});"
+    if t.check in (VECTOR, FLAT):
+        return f"c.{t.check}({args});"
+    raise ValueError(f"{sig.name}: {t.name} has no boundary check of kind {t.check!r}")
+
+
+def cpp_checks(sig: OpSignature) -> List[str]:
+    """The binding's checks, in order: each attribute's minimum, then each
+    tensor in sig.check_order (the batch size first taken from the batch
+    tensor's length), then the overlap check."""
+    lines = [f'MTP_CHECK({a.name} >= {a.minimum}, "{sig.name}", ": {a.name} must be >= '
+             f'{a.minimum}, got ", {a.name});' for a in sig.attrs if a.minimum is not None]
+    for name in sig.check_order:
+        if name == sig.batch:
+            lines.append(f'const int64_t bsz = c.length_only({name}, "{name}");')
+        lines.append(cpp_check(sig, sig.input(name)))
+    return lines + ["c.no_overlap();"]
+
+
+def cpp_views(sig: OpSignature) -> List[str]:
+    """The statements filling `v`, the binding's OpViews (tensor_views.h): the
+    batch size, the tensor that gives it (a tensor on the op's device), the
+    flag, each tensor's fields of the rules' views and the attributes."""
+    def ref(t: TensorArg) -> str:  # the tensor, writable where the op writes it
+        if t.name in sig.declared:
+            return f"&{t.name}"
+        return f"const_cast<paddle::Tensor*>(&{t.name})" if t.written else f"&{t.name}"
+
+    lines = [f"v.bsz = {sig.batch}.shape()[0];", f"v.device_tensor = &{sig.batch};"]
+    lines += [f"v.flag = {ref(t)};" for t in sig.inputs if t.check == FLAG]
+    for t in sig.inputs:
+        for field, what in t.view.fields():
+            if what == "data":
+                ctype = _CPP_DTYPES[t.dtype][0]
+                value = f"{t.name}.data<{ctype}>()"
+                if t.written and t.name not in sig.declared:
+                    value = f"const_cast<{ctype}*>({value})"
+            else:
+                value = {"cols": f"{t.name}.shape()[1]", "rows": f"{t.name}.shape()[0]",
+                         "numel": f"{t.name}.numel()"}[what]
+            lines.append(f"v.t.{field} = {value};")
+    lines += [f"v.attrs.{a.struct_field} = {a.name};" for a in sig.attrs]
+    lines += [f"v.attrs.{field} = {value};" for field, value in sig.fixed_attrs]
+    return lines
+
+
+def _viewed(sig: OpSignature) -> set:
+    """The arguments cpp_views reads."""
+    return ({sig.batch} | {t.name for t in sig.inputs if t.check == FLAG or t.view.fields()}
+            | set(sig.attr_names))
+
+
+def _function(head: str, params: List[str], body: List[str]) -> List[str]:
+    return _wrapped(head + "(", params, ") {", "    ") + [f"  {b}" for b in body] + ["}"]
+
+
+def _render_functions(sig: OpSignature) -> List[str]:
+    views_type = f"OpViews<{sig.views}{', ' + sig.attrs_struct if sig.attrs_struct else ''}>"
+    lines = ["// The boundary checks, in the table's order; throws the first refusal."]
+    lines += _function(f"inline void {sig.name}_checks", ["ArgChecker& c"] + cpp_params(
+        sig, named={t.name for t in sig.inputs} | {a.name for a in sig.attrs
+                                                    if a.minimum is not None},
+        const_all=True), cpp_checks(sig))
+    lines.append("// The checked tensors and attributes as the rules and the dispatch take them.")
+    lines += _function(f"inline {views_type} {sig.name}_views", cpp_params(sig, _viewed(sig)),
+                       [f"{views_type} v;"] + cpp_views(sig) + ["return v;"])
+    for kind, ret, param in (("shape", "std::vector<std::vector<int64_t>>",
+                              "const std::vector<int64_t>&"),
+                             ("dtype", "std::vector<paddle::DataType>", "const paddle::DataType&")):
+        if not sig.fresh_outputs:
+            continue
+        rows_of = {o.rows_of for o in sig.fresh_outputs} if kind == "shape" else set()
+        params = [f"{param} {t.name}" if t.name in rows_of else param for t in sig.inputs]
+        if kind == "shape":
+            lines.append("// The fresh outputs' shapes (-1 where unknown), for Paddle's graph.")
+            body = [f"const int64_t {o.name}_rows = {o.rows_of}.empty() ? -1 : {o.rows_of}[0];"
+                    for o in sig.fresh_outputs]
+            body.append("return {" + ", ".join(
+                f"{{{o.name}_rows < 0 ? -1 : {o.per_row} * {o.name}_rows}}"
+                for o in sig.fresh_outputs) + "};")
+        else:
+            lines.append("// The fresh outputs' dtypes.")
+            body = ["return {" + ", ".join(f"paddle::DataType::{_CPP_DTYPES[o.dtype][1]}"
+                                           for o in sig.fresh_outputs) + "};"]
+        lines += _function(f"inline {ret} {sig.name}_{kind}", params, body)
+    return lines
+
+
+def render_bindings_header() -> str:
+    """custom_ops/op_bindings.h: each op's C++ binding as the table states it."""
+    lines = _GENERATED + [
+        "// Each op's Paddle binding as the table states it. Per table (the prefixes",
+        "// of op_signatures.h): <PREFIX>_PARAMS, the kernel function's parameters (the",
+        "// tensors the op declares written in place by reference, every other one --",
+        "// FastDeploy's undeclared written ones too -- by const reference, then the",
+        "// attributes); <PREFIX>_ARGS, the same as arguments; <PREFIX>_BATCH, the tensor",
+        "// whose length is the batch size; <PREFIX>_<OUTPUT>_ROWS_OF, the tensor whose",
+        "// length sizes a fresh output. Per form, in namespace mtp::<form>:",
+        "// <op>_checks(c, args...), the boundary checks (tensor_checks.h) with the",
+        "// table's names, dtypes and access; <op>_views(args...), the checked tensors",
+        "// and attributes as the rules read them (tensor_views.h's OpViews); and for",
+        "// an op with fresh outputs <op>_shape and <op>_dtype, for Paddle's graph.",
+        "// mtp::form and MTP_FORM_<OP>(WHAT) (its table's <PREFIX>_<WHAT>) are the",
+        "// form this library is built for: _build.py passes -DMTP_FORM_<FORM>, none",
+        f"// for the {DEFAULT_FORM} form.",
+        "#pragma once",
+        "",
+        "#include <cstdint>",
+        "#include <vector>",
+        "",
+        '#include "op_signatures.h"',
+        '#include "tensor_checks.h"',
+        '#include "tensor_views.h"',
+        "",
+    ]
+    for p, sig in _tables().items():
+        if not sig.views:
+            continue
+        lines += _macro(f"{p}_PARAMS", cpp_params(sig))
+        lines += _macro(f"{p}_ARGS", list(sig.input_names + sig.attr_names))
+        lines.append(f"#define {p}_BATCH {sig.batch}")
+        lines += [f"#define {p}_{o.name.upper()}_ROWS_OF {o.rows_of}" for o in sig.fresh_outputs]
+        lines.append("")
+    lines.append("namespace mtp {")
+    rendered: Dict[str, str] = {}  # prefix -> the form whose namespace holds its functions
+    for form, ops in FORMS.items():
+        lines += ["", f"namespace {form} {{"]
+        for sig in (s for s in ops.values() if s.views):
+            p = macro_prefix(form, sig)
+            if p in rendered:
+                names = [f"{sig.name}_{k}" for k in ("checks", "views", "shape", "dtype")
+                         if k in ("checks", "views") or sig.fresh_outputs]
+                lines += [f"using {rendered[p]}::{n};" for n in names]
+                continue
+            rendered[p] = form
+            lines += ["", f"// {sig.name}, the {form} form's ({p}_...)."]
+            lines += _render_functions(sig)
+        lines += ["", f"}}  // namespace {form}"]
+    lines += ["", "}  // namespace mtp", ""]
+    others = [f for f in FORMS if f != DEFAULT_FORM]
+    for k, form in enumerate(others):
+        lines.append(f"#{'el' if k else ''}if defined(MTP_FORM_{form.upper()})")
+        lines += _form_selection(form)
+    lines.append("#else")
+    lines += _form_selection(DEFAULT_FORM)
+    lines += ["#endif", ""]
+    return "\n".join(lines)
+
+
+def _form_selection(form: str) -> List[str]:
+    lines = [f"namespace mtp {{ namespace form = {form}; }}"]
+    for sig in (s for s in FORMS[form].values() if s.views):
+        lines.append(f"#define MTP_FORM_{sig.name.upper()}(what) "
+                     f"{macro_prefix(form, sig)}_##what")
+    return lines
+
+
+# Each generated header (its path in a checkout) and its renderer.
+GENERATED_HEADERS: Dict[str, Callable[[], str]] = {
+    "custom_ops/op_signatures.h": render_cpp_header,
+    "custom_ops/op_bindings.h": render_bindings_header,
+}
 
 
 def argument_help(sig: OpSignature) -> str:

@@ -54,7 +54,10 @@ CAPTURED = "fastdeploy_mtp/captured.py"
 RECORD = "custom_ops/gpu_record.h"
 RULES = "custom_ops/launch_rules.h"
 MASK_OP = "custom_ops/update_attn_mask_offsets_op.cc"
-PRE_OP = "custom_ops/draft_model_preprocess_op.cc"
+# The bindings' parameters, checks and views, rendered from fastdeploy_mtp/signature.py:
+# a bug planted here is a bug of the C++ that runs (test_signature.py also sees
+# that the file no longer is the table's).
+BIND = "custom_ops/op_bindings.h"
 MAIN = "fastdeploy_mtp/__main__.py"
 SIM_CLI = "fastdeploy_mtp/harness/simulate_cli.py"
 PYPROJECT = "pyproject.toml"
@@ -186,15 +189,21 @@ MUTATIONS = [
     Mutation("recompute limit subtracts before comparing", H,
              "const int32_t limit = r.base_this_time > 2 ? r.base_this_time - 2 : 0;",
              "const int32_t limit = r.base_this_time - 2 > 0 ? r.base_this_time - 2 : 0;"),
-    Mutation("recompute base_model_seq_lens_this_time exempt from the overlap check", PRE_OP,
-             "recompute != nullptr ? R : U);", "U);"),
-    Mutation("shadow raw op takes num_model_step 0", PRE_OP,
-             'MTP_CHECK(num_model_step >= 1, kOp, ": num_model_step must be >= 1, got ", num_model_step);',
-             'MTP_CHECK(num_model_step >= 0, kOp, ": num_model_step must be >= 1, got ", num_model_step);',
+    Mutation("recompute base_model_seq_lens_this_time exempt from the overlap check", BIND,
+             'c.vector(base_model_seq_lens_this_time, "base_model_seq_lens_this_time", '
+             'paddle::DataType::INT32, bsz, Access::kRead);',
+             'c.vector(base_model_seq_lens_this_time, "base_model_seq_lens_this_time", '
+             'paddle::DataType::INT32, bsz, Access::kUnread);'),
+    # The third of the forms' checks (rollback, recompute, shadow) is the shadow form's.
+    Mutation("shadow raw op takes num_model_step 0", BIND,
+             'MTP_CHECK(num_model_step >= 1, "draft_model_preprocess", ": num_model_step must be >= 1, got ", num_model_step);',
+             'MTP_CHECK(num_model_step >= 0, "draft_model_preprocess", ": num_model_step must be >= 1, got ", num_model_step);',
              nth=2),
-    Mutation("shadow target_model_draft_tokens checked as read-only", PRE_OP,
-             'c.matrix(target_model_draft_tokens, "target_model_draft_tokens", DataType::INT64, bsz, W);',
-             'c.matrix(target_model_draft_tokens, "target_model_draft_tokens", DataType::INT64, bsz, R);'),
+    Mutation("shadow target_model_draft_tokens checked as read-only", BIND,
+             'c.matrix(target_model_draft_tokens, "target_model_draft_tokens", '
+             'paddle::DataType::INT64, bsz, Access::kWritten);',
+             'c.matrix(target_model_draft_tokens, "target_model_draft_tokens", '
+             'paddle::DataType::INT64, bsz, Access::kRead);'),
     Mutation("prompt offsets without +1", H, "return offset + 1;", "return offset;"),
     Mutation("vision end off by one", H, "const int32_t v = p.decoder + p.n;",
              "const int32_t v = p.decoder + p.n - 1;"),

@@ -11,7 +11,8 @@ import pytest
 
 from fastdeploy_mtp import ops, reference
 from fastdeploy_mtp.registration import differences, read_registered
-from fastdeploy_mtp.signature import FORMS, OPS
+from fastdeploy_mtp.signature import (FORMS, GENERATED_HEADERS, OPS, cpp_checks, cpp_params,
+                                      cpp_views)
 from helpers import preprocess_attrs, to_numpy, to_tensors
 from fastdeploy_mtp.harness import states
 
@@ -142,17 +143,6 @@ def test_check_command_fails_on_a_drifted_table(monkeypatch, capsys):
     assert "update_attn_mask_offsets: DIFFERS" in out and "DIFFERENCE" in out
 
 
-def test_cpp_header_is_rendered_from_the_table():
-    """custom_ops/op_signatures.h, which every PD_BUILD_OP reads, is the table."""
-    from fastdeploy_mtp.signature import HEADER_PATH, render_cpp_header
-
-    with open(f"{REPO}/{HEADER_PATH}") as f:
-        assert f.read() == render_cpp_header(), "run `python -m fastdeploy_mtp signature --write`"
-    r = subprocess.run([sys.executable, "-m", "fastdeploy_mtp", "signature"], cwd=REPO,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and "matches" in r.stdout, r.stdout + r.stderr
-
-
 def test_no_registration_spells_names_itself():
     """Every PD_BUILD_OP takes its lists from op_signatures.h."""
     import glob
@@ -195,40 +185,15 @@ def test_table_dtypes_are_the_ones_the_op_checks(name):
             getattr(ops, name)(**to_tensors(s), **attrs)
 
 
-# -- the C++ side: every parameter list typed in C++ against the table -------------------
+# -- the C++ side: rendered from the table --------------------------------------------
 
-def _cpp_params(text, opener):
-    """The parameters of the C++ function or macro that starts at `opener`
-    (its text up to the opening parenthesis, or a #define's name): a list of
-    (written, name or None, type) in order."""
-    import re
+# Every table with a rendered binding, as (form, op), and its table.
+BOUND = [(form, name) for form, ops in FORMS.items() for name, sig in ops.items() if sig.views]
 
-    if opener.startswith("#define "):
-        start = text.index(opener) + len(opener)
-        end = start
-        while True:  # the macro runs to the first line that does not end in a backslash
-            nl = text.index("\n", end)
-            if not text[:nl].rstrip().endswith("\\"):
-                break
-            end = nl + 1
-        body = text[start:nl].replace("\\\n", " ")
-    else:
-        start = text.index(opener + "(") + len(opener) + 1
-        depth, end = 1, start
-        while depth:
-            depth += {"(": 1, ")": -1}.get(text[end], 0)
-            end += 1
-        body = text[start:end - 1]
-    params = []
-    for p in (x.strip() for x in body.split(",")):
-        m = re.fullmatch(r"(const\s+)?paddle::Tensor\s*&\s*(\w+)?", p)
-        if m:
-            params.append((m.group(1) is None, m.group(2), "tensor"))
-            continue
-        m = re.fullmatch(r"(int|bool)(?:\s+(\w+))?", p)
-        assert m, f"{opener}: unexpected parameter {p!r}"
-        params.append((None, m.group(2), m.group(1)))
-    return params
+
+def _sig(form_op):
+    form, name = form_op
+    return FORMS[form][name]
 
 
 def _read(path):
@@ -236,90 +201,241 @@ def _read(path):
         return f.read()
 
 
-# (file, the function or macro, the op, whether constness must say what is written)
-CPP_SIGNATURES = [
-    ("custom_ops/draft_model_preprocess_op.cc", "void DraftModelPreprocess",
-     "draft_model_preprocess", True),
-    ("custom_ops/update_attn_mask_offsets_op.cc", "std::vector<paddle::Tensor> UpdateAttnMaskOffsets",
-     "update_attn_mask_offsets", True),
-    ("custom_ops/pending_errors_op.cc", "void RaisePendingErrors", "raise_pending_errors", True),
-    ("custom_ops/bench/bench_ops.cc", "void BenchBaselinePreprocess", "draft_model_preprocess",
-     True),
-    ("custom_ops/bench/bench_ops.cc", "std::vector<paddle::Tensor> BenchBaselineMask",
-     "update_attn_mask_offsets", True),
-    ("custom_ops/bench/bench_ops.cc", "#define PREPROCESS_PARAMS", "draft_model_preprocess", False),
-    ("custom_ops/bench/bench_ops.cc", "#define MASK_PARAMS", "update_attn_mask_offsets", False),
-    ("custom_ops/draft_model_preprocess_op.cc", "void DraftModelPreprocessRecompute",
-     "recompute:draft_model_preprocess", True),
-    ("custom_ops/bench/bench_ops.cc", "void BenchBaselinePreprocessRecompute",
-     "recompute:draft_model_preprocess", True),
-    ("custom_ops/draft_model_preprocess_op.cc", "void DraftModelPreprocessShadow",
-     "shadow:draft_model_preprocess", True),
-    ("custom_ops/update_attn_mask_offsets_op.cc",
-     "std::vector<paddle::Tensor> UpdateAttnMaskOffsetsShadow", "shadow:update_attn_mask_offsets",
-     True),
-    ("custom_ops/bench/bench_ops.cc", "void BenchBaselinePreprocessShadow",
-     "shadow:draft_model_preprocess", True),
-    ("custom_ops/bench/bench_ops.cc", "std::vector<paddle::Tensor> BenchBaselineMaskShadow",
-     "shadow:update_attn_mask_offsets", True),
-]
+@pytest.mark.parametrize("path", sorted(GENERATED_HEADERS))
+def test_generated_headers_are_the_tables(path):
+    """custom_ops/op_signatures.h (every PD_BUILD_OP's lists) and op_bindings.h
+    (every binding's parameters, checks and views) are what the table renders."""
+    assert _read(path) == GENERATED_HEADERS[path](), \
+        "run `python -m fastdeploy_mtp signature --write`"
 
 
-@pytest.mark.parametrize("path,opener,name,constness", CPP_SIGNATURES,
-                         ids=[f"{p.split('/')[-1]}:{o.split()[-1]}" for p, o, _, _ in CPP_SIGNATURES])
-def test_cpp_parameters_follow_table(path, opener, name, constness):
-    """A binding's C++ parameters are the table's inputs then its attributes,
-    in order, by name (an unnamed one is one the function does not read), and
-    exactly the inputs written in place are non-const references (a form's
-    undeclared written ones come by const reference, as Paddle passes them)."""
-    form, _, name = name.rpartition(":")
-    sig = FORMS[form or "rollback"][name]
-    params = _cpp_params(_read(path), opener)
-    tensors = [p for p in params if p[2] == "tensor"]
-    attrs = [p for p in params if p[2] != "tensor"]
-    assert len(tensors) == len(sig.inputs), (opener, len(tensors))
-    for (written, pname, _), t in zip(tensors, sig.inputs):
-        assert pname in (None, t.name), (opener, pname, t.name)
-        if constness:
-            assert written == (t.name in sig.declared), (opener, t.name)
-    assert [ty for _, _, ty in attrs] == [a.type.__name__ for a in sig.attrs], opener
-    for (_, pname, _), a in zip(attrs, sig.attrs):
-        assert pname in (None, a.name), (opener, pname, a.name)
+def test_signature_command_checks_every_generated_header():
+    r = subprocess.run([sys.executable, "-m", "fastdeploy_mtp", "signature"], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for path in GENERATED_HEADERS:
+        assert f"{path} matches fastdeploy_mtp/signature.py" in r.stdout, r.stdout
 
 
-@pytest.mark.parametrize("form,opener", [("rollback", "inline PreprocessTensors preprocess_views"),
-                                         ("recompute", "inline PreprocessTensors recompute_views"),
-                                         ("shadow", "inline PreprocessTensors shadow_views")])
-def test_the_views_take_the_tables_tensors_in_its_order(form, opener):
-    """tensor_views.h's views of a form take the tensors the rules read, a
-    subsequence of that form's inputs, non-const exactly where the table
-    declares the tensor written in place."""
-    sig = FORMS[form]["draft_model_preprocess"]
-    params = _cpp_params(_read("custom_ops/tensor_views.h"), opener)
-    names = [n for _, n, _ in params]
-    assert names == [n for n in sig.input_names if n in names]
-    for written, n, _ in params:
-        assert written == (n in sig.declared), n
-    # and a field is filled from each of them (the recompute form's through
-    # preprocess_views, but its own two)
-    text = _read("custom_ops/tensor_views.h")
-    for n in names:
-        assert f"{n}.data<" in text, n
+def test_signature_command_fails_on_a_stale_header(monkeypatch, capsys):
+    from fastdeploy_mtp import __main__ as cli
+
+    path = "custom_ops/op_bindings.h"
+    monkeypatch.setitem(GENERATED_HEADERS, path, lambda: "// another table\n")
+    assert cli.main(["signature"]) == 1
+    out = capsys.readouterr().out
+    assert f"{path} DIFFERS" in out and "op_signatures.h matches" in out, out
 
 
-@pytest.mark.parametrize("path", ["custom_ops/draft_model_preprocess_op.cc",
-                                  "custom_ops/update_attn_mask_offsets_op.cc"])
-def test_each_boundary_check_names_its_own_tensor(path):
-    """c.vector(x, "x", ...): the name in a refusal is the tensor checked, and
-    every input of the table is checked."""
-    import re
+@pytest.mark.parametrize("form_op", BOUND, ids=[f"{f}:{n}" for f, n in BOUND])
+def test_kernel_parameters_are_the_tables(form_op):
+    """The kernel function's parameters: the table's inputs then its
+    attributes, in order, by name; exactly the inputs declared in place by
+    non-const reference (a form's undeclared written ones come by const
+    reference, as Paddle passes them)."""
+    sig = _sig(form_op)
+    params = cpp_params(sig)
+    assert len(params) == len(sig.inputs) + len(sig.attrs)
+    for p, t in zip(params, sig.inputs):
+        want = "paddle::Tensor& " if t.name in sig.declared else "const paddle::Tensor& "
+        assert p == want + t.name, p
+    assert params[len(sig.inputs):] == [f"{a.type.__name__} {a.name}" for a in sig.attrs]
+    undeclared = [p for p, t in zip(params, sig.inputs) if t.written and t.name in sig.undeclared]
+    assert all(p.startswith("const ") for p in undeclared)
 
-    text = _read(path)
-    name = "draft_model_preprocess" if "preprocess" in path else "update_attn_mask_offsets"
-    checked = re.findall(r"c\.\w+\((\w+), \"(\w+)\"", text)
-    assert checked and all(var == said for var, said in checked), checked
-    # Every form's inputs (the preprocess binding holds each form's).
-    assert {v for v, _ in checked} == {n for ops in FORMS.values() for n in ops[name].input_names}
+
+def _check_calls(sig):
+    """(method, tensor variable, the name it reports, the rest of its arguments)
+    of each ArgChecker call the rendered checks make, in order."""
+    calls = []
+    for line in cpp_checks(sig):
+        m = re.match(r'(?:const int64_t bsz = )?c\.(\w+)\((?:(\w+), "(\w+)")?(.*)\);$', line)
+        if m:
+            calls.append(m.groups())
+    return calls
+
+
+@pytest.mark.parametrize("form_op", BOUND, ids=[f"{f}:{n}" for f, n in BOUND])
+def test_checks_list_every_input_once_in_order(form_op):
+    """Each tensor is checked once (the batch tensor also for its length, first),
+    each under its own name, in the table's check order, then the overlap check."""
+    sig = _sig(form_op)
+    calls = _check_calls(sig)
+    assert calls[-1][0] == "no_overlap"
+    calls = calls[:-1]
+    assert all(var == said for _, var, said, _ in calls), calls
+    names = [var for _, var, _, _ in calls]
+    length_of_batch = names.index(sig.batch)
+    assert calls[length_of_batch][0] == "length_only"
+    del names[length_of_batch]
+    assert names == list(sig.check_order)
+    assert sorted(names) == sorted(sig.input_names)
+
+
+def test_the_check_order_is_the_bindings():
+    """The order the refusal tests see: the preprocess op checks
+    seq_lens_this_time (the batch size) first and not_need_stop (compared with
+    the others' device) last, the rest in input order; the mask op checks in
+    input order."""
+    for form, ops in FORMS.items():
+        pre, mask = ops["draft_model_preprocess"], ops["update_attn_mask_offsets"]
+        middle = tuple(n for n in pre.input_names if n not in ("seq_lens_this_time",
+                                                                "not_need_stop"))
+        assert pre.check_order == ("seq_lens_this_time",) + middle + ("not_need_stop",), form
+        assert mask.check_order == mask.input_names, form
+    assert _check_calls(OPS["update_attn_mask_offsets"])[0][:2] == ("length_only",
+                                                                    "ids_remove_padding")
+
+
+_DTYPES = {np.int64: "INT64", np.int32: "INT32", np.bool_: "BOOL"}
+CTYPES = {np.int64: "int64_t", np.int32: "int32_t", np.bool_: "bool"}
+_ACCESS = {"W": "Access::kWritten", "R": "Access::kRead", "U": "Access::kUnread"}
+
+
+@pytest.mark.parametrize("form_op", BOUND, ids=[f"{f}:{n}" for f, n in BOUND])
+def test_checks_use_the_tables_kind_dtype_and_access(form_op):
+    sig = _sig(form_op)
+    for method, var, _, rest in _check_calls(sig)[:-1]:
+        t = sig.input(var)
+        if method == "length_only":
+            assert t.check == "length" or var == sig.batch, var
+            continue
+        if method == "host_or_device_flag":  # bool, written: checked in tensor_checks.h
+            assert (t.check, t.dtype, t.access) == ("flag", np.bool_, "W"), var
+            continue
+        assert method == t.check, var
+        args = [a.strip() for a in rest.split(",")[1:]]
+        assert args[:3] == [f"paddle::DataType::{_DTYPES[t.dtype]}", "bsz", _ACCESS[t.access]], var
+        assert args[3:] == ([str(t.min_cols)] if t.min_cols else []), var
+
+
+def _check_of(form, name, tensor):
+    return next(ln for ln in cpp_checks(FORMS[form][name]) if f'"{tensor}"' in ln)
+
+
+def test_access_per_form():
+    """The recompute form reads base_model_seq_lens_this_time (it bounds the
+    tokens a decode recomputes), so it may not alias a written tensor; the
+    rollback form never reads it. The shadow form never reads
+    target_model_seq_lens_encoder; its undeclared target_model_draft_tokens is
+    written all the same."""
+    pre = "draft_model_preprocess"
+    assert _check_of("recompute", pre, "base_model_seq_lens_this_time").endswith(
+        "bsz, Access::kRead);")
+    assert _check_of("rollback", pre, "base_model_seq_lens_this_time").endswith(
+        "bsz, Access::kUnread);")
+    assert _check_of("shadow", pre, "target_model_seq_lens_encoder").endswith(
+        "bsz, Access::kUnread);")
+    assert _check_of("shadow", pre, "target_model_draft_tokens").endswith(
+        "bsz, Access::kWritten);")
+    for form in FORMS:
+        sig = FORMS[form][pre]
+        unread = {t.name for t in sig.inputs if t.access == "U"}
+        assert unread == {"rollback": {"base_model_seq_lens_this_time",
+                                       "base_model_seq_lens_encoder"},
+                          "recompute": {"base_model_seq_lens_encoder"},
+                          "shadow": {"target_model_seq_lens_encoder"}}[form]
+        # a tensor the rules read has a view, and one never read has none
+        assert all(bool(t.view.fields()) == (t.access != "U") for t in sig.inputs
+                   if t.check != "flag"), form
+
+
+def test_the_attribute_minimum_is_checked_first():
+    for form in FORMS:
+        lines = cpp_checks(FORMS[form]["draft_model_preprocess"])
+        assert lines[0] == ('MTP_CHECK(num_model_step >= 1, "draft_model_preprocess", '
+                            '": num_model_step must be >= 1, got ", num_model_step);'), form
+
+
+def _struct_fields(name):
+    """The fields of struct `name` of custom_ops/mtp_bookkeeping.h."""
+    text = _read("custom_ops/mtp_bookkeeping.h")
+    body = text[text.index(f"struct {name} {{"):]
+    body = re.sub(r"//[^\n]*", "", body[:body.index("};")])
+    return set(re.findall(r"(\w+)\s*;", body))
+
+
+def _view_lines(sig):
+    """{field of the views: the statement that fills it} of the rendered views."""
+    out = {}
+    for line in cpp_views(sig):
+        m = re.match(r"v\.t\.(\w+) = (.*);$", line)
+        if m:
+            assert m.group(1) not in out, f"{m.group(1)} filled twice"
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+@pytest.mark.parametrize("form_op", BOUND, ids=[f"{f}:{n}" for f, n in BOUND])
+def test_views_fill_each_field_from_its_tensor(form_op):
+    """Each tensor the rules read fills its fields of the views from itself,
+    once (its data as the table's dtype, its columns, length or element
+    count); a written tensor Paddle hands by const reference is written
+    through a const_cast, and only such a one."""
+    sig = _sig(form_op)
+    lines = _view_lines(sig)
+    assert set(lines) <= _struct_fields(sig.views)
+    for t in sig.inputs:
+        for field, what in t.view.fields():
+            value = lines.pop(field)
+            if what == "data":
+                plain = f"{t.name}.data<{CTYPES[t.dtype]}>()"
+                writable = t.written and t.name not in sig.declared
+                assert value == (f"const_cast<{CTYPES[t.dtype]}*>({plain})" if writable
+                                 else plain), value
+            else:
+                assert value == {"cols": f"{t.name}.shape()[1]", "rows": f"{t.name}.shape()[0]",
+                                 "numel": f"{t.name}.numel()"}[what], (field, value)
+    assert lines == {}
+    rendered = cpp_views(sig)
+    assert f"v.bsz = {sig.batch}.shape()[0];" in rendered
+    flags = [t.name for t in sig.inputs if t.check == "flag"]
+    assert [ln for ln in rendered if ln.startswith("v.flag")] == [f"v.flag = &{n};" for n in flags]
+
+
+@pytest.mark.parametrize("views", ["PreprocessTensors", "MaskTensors"])
+def test_every_field_of_the_views_is_some_forms(views):
+    """A field no form fills would be null in every form (the mask op's
+    output is the binding's, made after the checks)."""
+    filled = {f for form_op in BOUND if _sig(form_op).views == views
+              for f in _view_lines(_sig(form_op))}
+    assert _struct_fields(views) - filled == ({"out"} if views == "MaskTensors" else set())
+
+
+def test_the_shadow_forms_fixed_attributes():
+    """The shadow form has no truncate_first_token (its first token goes to
+    E - 1) and no kvcache_scheduler_v1 (nothing is parked or dropped)."""
+    lines = cpp_views(FORMS["shadow"]["draft_model_preprocess"])
+    assert [ln for ln in lines if ln.startswith("v.attrs.")] == [
+        "v.attrs.num_model_step = num_model_step;",
+        "v.attrs.splitwise_prefill = is_splitwise_prefill;",
+        "v.attrs.truncate_first_token = true;", "v.attrs.kvcache_scheduler_v1 = false;"]
+
+
+# The C++ files that bind the ops by hand: the form's tensors reach them only
+# through op_bindings.h's macros and functions.
+HAND_WRITTEN = ["custom_ops/draft_model_preprocess_op.cc",
+                "custom_ops/update_attn_mask_offsets_op.cc",
+                "custom_ops/tensor_views.h", "custom_ops/bench/bench_ops.cc"]
+
+
+def _code(text):
+    """C++ source without its comments and string literals."""
+    return re.sub(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\])*"', " ", text, flags=re.S)
+
+
+@pytest.mark.parametrize("path", HAND_WRITTEN)
+def test_no_hand_written_binding_names_a_tensor(path):
+    names = {t.name for form_op in BOUND for t in _sig(form_op).inputs}
+    spelled = {m.group(1) for m in re.finditer(r"(?<![.>\w])(\w+)\b", _code(_read(path)))}
+    assert spelled & names == set(), f"{path} spells {sorted(spelled & names)}"
+
+
+def test_no_hand_written_binding_names_a_tensor_catches_one():
+    code = _code('c.vector(seq_lens_this_time, "seq_lens_this_time"); // draft_tokens\n'
+                 "v.t.draft_tokens = 0;")
+    found = {m.group(1) for m in re.finditer(r"(?<![.>\w])(\w+)\b", code)}
+    assert "seq_lens_this_time" in found and "draft_tokens" not in found
 
 
 def test_the_wrappers_pass_the_tables_tensors_in_its_order():

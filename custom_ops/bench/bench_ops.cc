@@ -4,8 +4,7 @@
 #include "../gpu_record.h"
 #include "../mask_output.h"
 #include "../raise.h"
-#include "../op_signatures.h"
-#include "../tensor_views.h"
+#include "../op_bindings.h"
 #include "agreement_floor.h"
 #include "bench_kernels.h"
 
@@ -35,134 +34,66 @@ void BenchEmpty(paddle::Tensor& x) {
 
 namespace {
 
+using PreprocessViews = mtp::OpViews<mtp::PreprocessTensors, mtp::PreprocessAttrs>;
+
 // FastDeploy's launch of the checked-nothing kernel: the flag stays on the
 // device in a captured step, else goes there and back as Paddle copies.
-void run_baseline_preprocess(const mtp::PreprocessTensors& t, const mtp::PreprocessAttrs& a,
-                             const paddle::Tensor& seq_lens_this_time,
-                             paddle::Tensor& not_need_stop, const paddle::Tensor& draft_tokens,
-                             int threads = 512) {
-  if (!not_need_stop.is_cpu()) {  // a captured step's form: the flag stays on the device
-    mtp::cuda_check(mtp_bench::launch_baseline_preprocess(t, a, seq_lens_this_time.shape()[0],
-                                                          not_need_stop.data<bool>(),
-                                                          draft_tokens.stream(), threads),
+void run_baseline_preprocess(const PreprocessViews& v, int threads = 512) {
+  const paddle::Tensor& on_device = *v.device_tensor;
+  if (!v.flag->is_cpu()) {  // a captured step's form: the flag stays on the device
+    mtp::cuda_check(mtp_bench::launch_baseline_preprocess(v.t, v.attrs, v.bsz,
+                                                          v.flag->data<bool>(),
+                                                          on_device.stream(), threads),
                     "bench_baseline_preprocess", "launch");
     return;
   }
   // As FastDeploy does: the host flag goes to the device and back as Paddle copies.
-  paddle::Tensor flag = not_need_stop.copy_to(draft_tokens.place(), false);
-  mtp::cuda_check(mtp_bench::launch_baseline_preprocess(t, a, seq_lens_this_time.shape()[0],
-                                                        flag.data<bool>(), draft_tokens.stream(),
-                                                        threads),
+  paddle::Tensor flag = v.flag->copy_to(on_device.place(), false);
+  mtp::cuda_check(mtp_bench::launch_baseline_preprocess(v.t, v.attrs, v.bsz, flag.data<bool>(),
+                                                        on_device.stream(), threads),
                   "bench_baseline_preprocess", "launch");
   paddle::Tensor back = flag.copy_to(paddle::CPUPlace(), true);
-  *not_need_stop.data<bool>() = back.data<bool>()[0];
+  *v.flag->data<bool>() = back.data<bool>()[0];
+}
+
+// FastDeploy's launch of the mask kernel, into a fresh output.
+std::vector<paddle::Tensor> run_baseline_mask(mtp::OpViews<mtp::MaskTensors> v,
+                                              const char* op) {
+  paddle::Tensor out = mtp::fresh_mask_output(v.t.num_tokens, v.device_tensor->place());
+  v.t.out = out.data<int32_t>();
+  mtp::cuda_check(mtp_bench::launch_baseline_mask(v.t, v.bsz, v.device_tensor->stream()), op,
+                  "launch");
+  return {out};
 }
 
 }  // namespace
 
-void BenchBaselinePreprocess(
-    paddle::Tensor& draft_tokens, paddle::Tensor& input_ids, paddle::Tensor& stop_flags,
-    paddle::Tensor& seq_lens_this_time, paddle::Tensor& seq_lens_encoder,
-    paddle::Tensor& seq_lens_decoder, paddle::Tensor& step_idx, paddle::Tensor& not_need_stop,
-    paddle::Tensor& is_block_step, paddle::Tensor& batch_drop, paddle::Tensor& pre_ids,
-    paddle::Tensor& mask_rollback, const paddle::Tensor& accept_tokens,
-    const paddle::Tensor& accept_num, const paddle::Tensor&, const paddle::Tensor&,
-    const paddle::Tensor& base_model_seq_lens_decoder, const paddle::Tensor& base_model_step_idx,
-    const paddle::Tensor& base_model_stop_flags, const paddle::Tensor& base_model_is_block_step,
-    paddle::Tensor& base_model_draft_tokens, int num_model_step, bool truncate_first_token,
-    bool splitwise_prefill, bool kvcache_scheduler_v1) {
-  const mtp::PreprocessTensors t = mtp::preprocess_views(
-      draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
-      seq_lens_decoder, step_idx, is_block_step, batch_drop, pre_ids, mask_rollback,
-      accept_tokens, accept_num, base_model_seq_lens_decoder, base_model_step_idx,
-      base_model_stop_flags, base_model_is_block_step, base_model_draft_tokens);
-  const mtp::PreprocessAttrs a{num_model_step, truncate_first_token, splitwise_prefill,
-                               kvcache_scheduler_v1};
-  run_baseline_preprocess(t, a, seq_lens_this_time, not_need_stop, draft_tokens);
+// Each form's baseline, with that form's signature (op_bindings.h).
+void BenchBaselinePreprocess(MTP_DRAFT_MODEL_PREPROCESS_PARAMS) {
+  run_baseline_preprocess(
+      mtp::rollback::draft_model_preprocess_views(MTP_DRAFT_MODEL_PREPROCESS_ARGS));
 }
-
-// The recompute form's: FastDeploy's undeclared written tensors come by const
-// reference, as in the op's binding.
-void BenchBaselinePreprocessRecompute(
-    paddle::Tensor& draft_tokens, paddle::Tensor& input_ids, paddle::Tensor& stop_flags,
-    paddle::Tensor& seq_lens_this_time, paddle::Tensor& seq_lens_encoder,
-    paddle::Tensor& seq_lens_decoder, paddle::Tensor& step_idx, paddle::Tensor& not_need_stop,
-    const paddle::Tensor& is_block_step, paddle::Tensor& batch_drop, paddle::Tensor& pre_ids,
-    const paddle::Tensor& mask_rollback, const paddle::Tensor& recompute_token_num,
-    const paddle::Tensor& accept_tokens, const paddle::Tensor& accept_num,
-    const paddle::Tensor& base_model_seq_lens_this_time, const paddle::Tensor&,
-    const paddle::Tensor& base_model_seq_lens_decoder, const paddle::Tensor& base_model_step_idx,
-    const paddle::Tensor& base_model_stop_flags, const paddle::Tensor& base_model_is_block_step,
-    const paddle::Tensor& base_model_draft_tokens, int num_model_step, bool truncate_first_token,
-    bool splitwise_prefill, bool kvcache_scheduler_v1) {
-  const mtp::PreprocessTensors t = mtp::recompute_views(
-      draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
-      seq_lens_decoder, step_idx, is_block_step, batch_drop, pre_ids, mask_rollback,
-      recompute_token_num, accept_tokens, accept_num, base_model_seq_lens_this_time,
-      base_model_seq_lens_decoder, base_model_step_idx, base_model_stop_flags,
-      base_model_is_block_step, base_model_draft_tokens);
-  const mtp::PreprocessAttrs a{num_model_step, truncate_first_token, splitwise_prefill,
-                               kvcache_scheduler_v1};
-  run_baseline_preprocess(t, a, seq_lens_this_time, not_need_stop, draft_tokens);
+void BenchBaselinePreprocessRecompute(MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_PARAMS) {
+  run_baseline_preprocess(
+      mtp::recompute::draft_model_preprocess_views(MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_ARGS));
+}
+// The shadow form's, launched as FastDeploy launches it: one block of 1024 threads.
+void BenchBaselinePreprocessShadow(MTP_SHADOW_DRAFT_MODEL_PREPROCESS_PARAMS) {
+  run_baseline_preprocess(
+      mtp::shadow::draft_model_preprocess_views(MTP_SHADOW_DRAFT_MODEL_PREPROCESS_ARGS), 1024);
+}
+std::vector<paddle::Tensor> BenchBaselineMask(MTP_UPDATE_ATTN_MASK_OFFSETS_PARAMS) {
+  return run_baseline_mask(
+      mtp::rollback::update_attn_mask_offsets_views(MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS),
+      "bench_baseline_mask");
+}
+std::vector<paddle::Tensor> BenchBaselineMaskShadow(MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_PARAMS) {
+  return run_baseline_mask(
+      mtp::shadow::update_attn_mask_offsets_views(MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_ARGS),
+      "bench_baseline_mask_shadow");
 }
 
 // Adds 1 to every element of the int32 tensor x, late (launch_late_bump).
-// The shadow form's, launched as FastDeploy launches it: one block of 1024
-// threads.
-void BenchBaselinePreprocessShadow(
-    paddle::Tensor& draft_tokens, paddle::Tensor& input_ids, paddle::Tensor& stop_flags,
-    paddle::Tensor& seq_lens_this_time, paddle::Tensor& seq_lens_encoder,
-    paddle::Tensor& seq_lens_decoder, paddle::Tensor& step_idx, paddle::Tensor& not_need_stop,
-    paddle::Tensor& pre_ids, const paddle::Tensor& accept_tokens,
-    const paddle::Tensor& accept_num, const paddle::Tensor&,
-    const paddle::Tensor& target_model_seq_lens_decoder,
-    const paddle::Tensor& target_model_step_idx, const paddle::Tensor& target_model_stop_flags,
-    const paddle::Tensor& max_dec_len, const paddle::Tensor& target_model_draft_tokens,
-    int num_model_step, bool is_splitwise_prefill) {
-  const mtp::PreprocessTensors t = mtp::shadow_views(
-      draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
-      seq_lens_decoder, step_idx, pre_ids, accept_tokens, accept_num,
-      target_model_seq_lens_decoder, target_model_step_idx, target_model_stop_flags, max_dec_len,
-      target_model_draft_tokens);
-  const mtp::PreprocessAttrs a{num_model_step, true, is_splitwise_prefill, false};
-  run_baseline_preprocess(t, a, seq_lens_this_time, not_need_stop, draft_tokens, 1024);
-}
-
-// The shadow form's update_attn_mask_offsets (8 tensors), launched as the others.
-std::vector<paddle::Tensor> BenchBaselineMaskShadow(
-    const paddle::Tensor& ids_remove_padding, const paddle::Tensor& seq_lens_this_time,
-    const paddle::Tensor& seq_lens_encoder, const paddle::Tensor& seq_lens_decoder,
-    const paddle::Tensor& cu_seqlens_q, const paddle::Tensor& attn_mask_offsets_full,
-    const paddle::Tensor& is_block_step, paddle::Tensor& decode_states) {
-  paddle::Tensor out =
-      mtp::fresh_mask_output(ids_remove_padding.shape()[0], ids_remove_padding.place());
-  const mtp::MaskTensors t = mtp::shadow_mask_views(
-      ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, cu_seqlens_q,
-      attn_mask_offsets_full, is_block_step, decode_states, out);
-  mtp::cuda_check(mtp_bench::launch_baseline_mask(t, seq_lens_this_time.shape()[0],
-                                                  ids_remove_padding.stream()),
-                  "bench_baseline_mask_shadow", "launch");
-  return {out};
-}
-
-std::vector<paddle::Tensor> BenchBaselineMask(
-    const paddle::Tensor& ids_remove_padding, const paddle::Tensor& seq_lens_this_time,
-    const paddle::Tensor& seq_lens_encoder, const paddle::Tensor& seq_lens_decoder,
-    const paddle::Tensor& cu_seqlens_q, const paddle::Tensor& attn_mask_offsets_full,
-    paddle::Tensor& attn_mask_offsets_decoder, const paddle::Tensor& is_block_step,
-    paddle::Tensor& decode_states, paddle::Tensor& mask_rollback) {
-  paddle::Tensor out =
-      mtp::fresh_mask_output(ids_remove_padding.shape()[0], ids_remove_padding.place());
-  const mtp::MaskTensors t = mtp::mask_views(
-      ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, cu_seqlens_q,
-      attn_mask_offsets_full, attn_mask_offsets_decoder, is_block_step, decode_states,
-      mask_rollback, out);
-  mtp::cuda_check(mtp_bench::launch_baseline_mask(t, seq_lens_this_time.shape()[0],
-                                                  ids_remove_padding.stream()),
-                  "bench_baseline_mask", "launch");
-  return {out};
-}
-
 void BenchLateBump(paddle::Tensor& x) {
   mtp::cuda_check(mtp_bench::launch_late_bump(x.data<int32_t>(), x.numel(), x.stream()),
                   "bench_late_bump", "launch");
@@ -185,36 +116,29 @@ PD_BUILD_OP(bench_late_bump)
     .SetInplaceMap({MTP_RAISE_PENDING_ERRORS_INPLACE})
     .SetKernelFn(PD_KERNEL(BenchLateBump));
 
-#define PREPROCESS_PARAMS                                                                     \
-  paddle::Tensor &draft_tokens, paddle::Tensor &, paddle::Tensor &,                             \
-      paddle::Tensor &seq_lens_this_time,                                                       \
-      paddle::Tensor &, paddle::Tensor &, paddle::Tensor &, paddle::Tensor &, paddle::Tensor &, \
-      paddle::Tensor &, paddle::Tensor &, paddle::Tensor &, const paddle::Tensor &,             \
-      const paddle::Tensor &, const paddle::Tensor &, const paddle::Tensor &,                   \
-      const paddle::Tensor &, const paddle::Tensor &, const paddle::Tensor &,                   \
-      const paddle::Tensor &, paddle::Tensor &, int, bool, bool, bool
-#define MASK_PARAMS                                                                          \
-  const paddle::Tensor &ids_remove_padding, const paddle::Tensor &seq_lens_this_time,         \
-      const paddle::Tensor &, const paddle::Tensor &, const paddle::Tensor &,                  \
-      const paddle::Tensor &attn_mask_offsets_full, const paddle::Tensor &,                    \
-      const paddle::Tensor &, const paddle::Tensor &, const paddle::Tensor &
-
 // The floors with the ops' own signatures: Paddle's dispatch of 21 (or 10)
 // tensors is part of any op that has them, and so is allocating
-// update_attn_mask_offsets' fresh [2 * T] output.
-void BenchFloorPreprocess(PREPROCESS_PARAMS) { BenchFloor(draft_tokens); }
-void BenchEmptyPreprocess(PREPROCESS_PARAMS) { BenchEmpty(draft_tokens); }
-static paddle::Tensor fresh_output(const paddle::Tensor& ids_remove_padding) {
-  return mtp::fresh_mask_output(ids_remove_padding.shape()[0], ids_remove_padding.place());
+// update_attn_mask_offsets' fresh [2 * T] output. They touch the batch tensor
+// only (and the mask op's token count), not the views.
+void BenchFloorPreprocess(MTP_DRAFT_MODEL_PREPROCESS_PARAMS) {
+  BenchFloor(MTP_DRAFT_MODEL_PREPROCESS_BATCH);
 }
-std::vector<paddle::Tensor> BenchFloorMask(MASK_PARAMS) {
-  paddle::Tensor out = fresh_output(ids_remove_padding);
-  BenchFloor(const_cast<paddle::Tensor&>(seq_lens_this_time));
+void BenchEmptyPreprocess(MTP_DRAFT_MODEL_PREPROCESS_PARAMS) {
+  BenchEmpty(MTP_DRAFT_MODEL_PREPROCESS_BATCH);
+}
+static paddle::Tensor fresh_output(const paddle::Tensor& rows_of, const paddle::Tensor& on_device) {
+  return mtp::fresh_mask_output(rows_of.shape()[0], on_device.place());
+}
+std::vector<paddle::Tensor> BenchFloorMask(MTP_UPDATE_ATTN_MASK_OFFSETS_PARAMS) {
+  paddle::Tensor out = fresh_output(MTP_UPDATE_ATTN_MASK_OFFSETS_ATTN_MASK_OFFSETS_ROWS_OF,
+                                    MTP_UPDATE_ATTN_MASK_OFFSETS_BATCH);
+  BenchFloor(const_cast<paddle::Tensor&>(MTP_UPDATE_ATTN_MASK_OFFSETS_BATCH));
   return {out};
 }
-std::vector<paddle::Tensor> BenchEmptyMask(MASK_PARAMS) {
-  paddle::Tensor out = fresh_output(ids_remove_padding);
-  BenchEmpty(const_cast<paddle::Tensor&>(seq_lens_this_time));
+std::vector<paddle::Tensor> BenchEmptyMask(MTP_UPDATE_ATTN_MASK_OFFSETS_PARAMS) {
+  paddle::Tensor out = fresh_output(MTP_UPDATE_ATTN_MASK_OFFSETS_ATTN_MASK_OFFSETS_ROWS_OF,
+                                    MTP_UPDATE_ATTN_MASK_OFFSETS_BATCH);
+  BenchEmpty(const_cast<paddle::Tensor&>(MTP_UPDATE_ATTN_MASK_OFFSETS_BATCH));
   return {out};
 }
 
@@ -239,21 +163,24 @@ static mtp::GridScratch agreement_scratch(unsigned** sink) {
   *sink = word;
   return scratch;
 }
-void BenchAgreementPreprocess(PREPROCESS_PARAMS) {
+// Captured, where the host's work is not replayed: they take the views.
+void BenchAgreementPreprocess(MTP_DRAFT_MODEL_PREPROCESS_PARAMS) {
+  const PreprocessViews v =
+      mtp::rollback::draft_model_preprocess_views(MTP_DRAFT_MODEL_PREPROCESS_ARGS);
   unsigned* sink = nullptr;
   const mtp::GridScratch scratch = agreement_scratch(&sink);
-  mtp::cuda_check(mtp::launch_preprocess_agreement(seq_lens_this_time.shape()[0], sink, scratch,
-                                                   draft_tokens.stream()),
+  mtp::cuda_check(mtp::launch_preprocess_agreement(v.bsz, sink, scratch,
+                                                   v.device_tensor->stream()),
                   "bench_agreement_preprocess", "launch");
 }
-std::vector<paddle::Tensor> BenchAgreementMask(MASK_PARAMS) {
-  paddle::Tensor out = fresh_output(ids_remove_padding);
+std::vector<paddle::Tensor> BenchAgreementMask(MTP_UPDATE_ATTN_MASK_OFFSETS_PARAMS) {
+  const mtp::OpViews<mtp::MaskTensors> v =
+      mtp::rollback::update_attn_mask_offsets_views(MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS);
+  paddle::Tensor out = mtp::fresh_mask_output(v.t.num_tokens, v.device_tensor->place());
   unsigned* sink = nullptr;
   const mtp::GridScratch scratch = agreement_scratch(&sink);
-  mtp::cuda_check(mtp::launch_mask_agreement(ids_remove_padding.shape()[0],
-                                             attn_mask_offsets_full.shape()[1],
-                                             seq_lens_this_time.shape()[0], sink, scratch,
-                                             ids_remove_padding.stream()),
+  mtp::cuda_check(mtp::launch_mask_agreement(v.t.num_tokens, v.t.mask_full_cols, v.bsz, sink,
+                                             scratch, v.device_tensor->stream()),
                   "bench_agreement_mask", "launch");
   return {out};
 }
