@@ -81,18 +81,22 @@ else:
 arch80_cache="${TMPDIR:-/tmp}/fastdeploy_mtp-arch80"
 arch80=(env -u PADDLE_CUDA_ARCH_LIST FASTDEPLOY_MTP_CUDA_ARCH=8.0 FASTDEPLOY_MTP_BUILD=1
         FASTDEPLOY_MTP_CACHE="$arch80_cache")
-arch80_code() {  # the compute_80 build holds sm_80 code and compute_80 PTX, nothing newer
-  local libs listed
-  libs="$(find "$arch80_cache" -name 'fastdeploy_mtp_ops*.so' -path '*/fastdeploy_mtp_ops*/*')"
-  [ -n "$libs" ] || { echo "no library under $arch80_cache"; return 1; }
-  listed="$(cuobjdump --list-elf --list-ptx $libs)" || return 1
-  echo "$listed"
-  # cuobjdump names a PTX entry by its arch: "PTX file 1: <name>.sm_80.ptx".
-  if grep -E '(sm|compute)_(9|1[0-9])' <<< "$listed"; then
-    echo "code of sm_90 or later in the compute_80 build"; return 1
-  fi
-  grep -Eq 'PTX file.*(sm|compute)_80' <<< "$listed" || { echo "no compute_80 PTX"; return 1; }
-  echo "compute_80 build: sm_80 code and compute_80 PTX only"
+arch80_code() {  # each form's compute_80 build holds sm_80 code and compute_80 PTX, nothing newer
+  local lib listed n=0
+  while read -r lib; do
+    n=$((n + 1))
+    # One file a call (cuobjdump prints its usage, and succeeds, given two).
+    # It names a PTX entry by its arch: "PTX file 1: <name>.sm_80.ptx".
+    listed="$(cuobjdump --list-elf --list-ptx "$lib")" || return 1
+    echo "$lib:"; echo "$listed"
+    if grep -E '(sm|compute)_(9|1[0-9])' <<< "$listed"; then
+      echo "code of sm_90 or later in the compute_80 build"; return 1
+    fi
+    grep -Eq 'ELF file.*sm_80' <<< "$listed" || { echo "no sm_80 code"; return 1; }
+    grep -Eq 'PTX file.*(sm|compute)_80' <<< "$listed" || { echo "no compute_80 PTX"; return 1; }
+  done < <(find "$arch80_cache" -name 'fastdeploy_mtp_ops*.so' -path '*/fastdeploy_mtp_ops*/*')
+  [ "$n" -eq 3 ] || { echo "$n libraries under $arch80_cache, not one a form"; return 1; }
+  echo "compute_80 build: sm_80 code and compute_80 PTX only, in each form's library"
 }
 arch80_steps() {
   rm -rf "$arch80_cache"
