@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Callable, Container, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 MODULE_NAME = "fastdeploy_mtp_ops"
 # FastDeploy's forms of draft_model_preprocess (fastdeploy_mtp/signature.py);
@@ -52,17 +52,25 @@ def say(msg: str) -> None:
     print(f"fastdeploy_mtp: {msg}", file=sys.stderr, flush=True)
 
 
-def setting(name: str, allowed: Union[Sequence[str], Callable[[str], bool]],
-            meaning: str) -> str:
+def setting(name: str, allowed: Container[str], meaning: str) -> str:
     """The environment variable `name`: "" when unset or empty (both mean
-    "not set"), else one of `allowed` (or a value `allowed` accepts, where it
-    is a function); any other value is refused with `meaning`, which says
-    what the values do."""
+    "not set"), else one of `allowed`; any other value is refused with
+    `meaning`, which says what the values do."""
     value = os.environ.get(name, "")
-    ok = allowed(value) if callable(allowed) else value in allowed
-    if value and not ok:
+    if value and value not in allowed:
         raise SettingError(f"{name}={value!r}: {meaning}")
     return value
+
+
+class Accepted:
+    """The values `test` accepts, for setting()'s `allowed` where they are
+    too many to list."""
+
+    def __init__(self, test: Callable[[str], bool]):
+        self.test = test
+
+    def __contains__(self, value: object) -> bool:
+        return isinstance(value, str) and self.test(value)
 
 
 def force_build() -> bool:
@@ -258,7 +266,7 @@ def cuda_archs() -> Tuple[List[int], List[int]]:
     meaning = ("a list of CUDA archs of 8.0 or later, such as '8.0 8.6 9.0' or '80;90' "
                "('+PTX' after one adds its PTX; the highest always has it); empty or unset: "
                "the visible GPUs' archs")
-    value = setting(ARCH_VARIABLE, lambda v: parse_archs(v) is not None, meaning)
+    value = setting(ARCH_VARIABLE, Accepted(lambda v: parse_archs(v) is not None), meaning)
     known = nvcc_archs()
     if value:
         archs, ptx = parse_archs(value)
