@@ -19,7 +19,8 @@
 # (sm_80 code and compute_80 PTX, which an sm_90 GPU JIT-compiles: code with
 # no clusters and no wait for the previous kernel, as an A100 build has) and
 # the GPU tests and the sanitizers' fuzz runs on it; ARCH80=only runs those
-# steps alone.
+# steps alone (SKIP_PYTEST=1 skips their tests, SKIP_FUZZ=1 their fuzz runs,
+# so that they fit two calls; the build is cached between them).
 set -u
 OUT="${OUT:-$PWD/gpu-report}"
 mkdir -p "$OUT"
@@ -81,10 +82,18 @@ else:
 arch80_cache="${TMPDIR:-/tmp}/fastdeploy_mtp-arch80"
 arch80=(env -u PADDLE_CUDA_ARCH_LIST FASTDEPLOY_MTP_CUDA_ARCH=8.0 FASTDEPLOY_MTP_BUILD=1
         FASTDEPLOY_MTP_CACHE="$arch80_cache")
+arch80_libs() {  # each form's library of these sources, where the compute_80 build puts it
+  "${arch80[@]}" python3 -c "
+from fastdeploy_mtp import _build
+for form in _build.FORM_NAMES:
+    name = _build.module_name(form)
+    print(_build.cache_root() / _build.source_hash(True, form=form) / name / (name + '.so'))"
+}
 arch80_code() {  # each form's compute_80 build holds sm_80 code and compute_80 PTX, nothing newer
-  local lib listed n=0
+  local lib listed libs
+  libs="$(arch80_libs)" || return 1
   while read -r lib; do
-    n=$((n + 1))
+    [ -f "$lib" ] || { echo "no library at $lib"; return 1; }
     # One file a call (cuobjdump prints its usage, and succeeds, given two).
     # It names a PTX entry by its arch: "PTX file 1: <name>.sm_80.ptx".
     listed="$(cuobjdump --list-elf --list-ptx "$lib")" || return 1
@@ -94,17 +103,19 @@ arch80_code() {  # each form's compute_80 build holds sm_80 code and compute_80 
     fi
     grep -Eq 'ELF file.*sm_80' <<< "$listed" || { echo "no sm_80 code"; return 1; }
     grep -Eq 'PTX file.*(sm|compute)_80' <<< "$listed" || { echo "no compute_80 PTX"; return 1; }
-  done < <(find "$arch80_cache" -name 'fastdeploy_mtp_ops*.so' -path '*/fastdeploy_mtp_ops*/*')
-  [ "$n" -eq 3 ] || { echo "$n libraries under $arch80_cache, not one a form"; return 1; }
+  done <<< "$libs"
   echo "compute_80 build: sm_80 code and compute_80 PTX only, in each form's library"
 }
 arch80_steps() {
-  rm -rf "$arch80_cache"
   step "compute_80 build (FASTDEPLOY_MTP_CUDA_ARCH=8.0), each form" "building|built|rror" \
     "${arch80[@]}" bash -c 'for form in rollback recompute shadow; do
       FASTDEPLOY_MTP_FORM=$form python3 -c "from fastdeploy_mtp import ops; ops.load_library()" \
         || exit 1; done'
   step "compute_80 build: its code (cuobjdump)" "compute_80 build|code of|no " arch80_code
+  [ "${SKIP_PYTEST:-0}" = 1 ] || arch80_tests
+  [ "${SKIP_FUZZ:-0}" = 1 ] || arch80_fuzz
+}
+arch80_tests() {
   step "compute_80 build: GPU tests" "passed|failed" "${arch80[@]}" python3 -m pytest -q \
     -p no:cacheprovider tests/test_gpu.py tests/test_gpu_devices.py tests/test_arch_probe.py
   step "compute_80 build: differential and bad-input tests on the GPU" "passed|failed" \
@@ -115,6 +126,11 @@ arch80_steps() {
       "${arch80[@]}" FASTDEPLOY_MTP_FORM=$form python3 -m pytest -q -p no:cacheprovider \
       tests/test_form_$form.py
   done
+  step "compute_80 build: simulate --device gpu --graphs, tiny model, PD, images" \
+    "OK|FAILED|draft model" "${arch80[@]}" python3 -m fastdeploy_mtp simulate --device gpu \
+    --graphs --draft-model tiny --mode pd -k 3 --image-prob 0.5 --steps 40 --quiet
+}
+arch80_fuzz() {
   step "compute_80 build: memcheck over fuzz" "ERROR SUMMARY|gpu_fuzz" \
     "${arch80[@]}" compute-sanitizer --tool memcheck --error-exitcode 3 "${fuzz[@]}" --iterations 60
   step "compute_80 build: racecheck over fuzz" "HAZARD|RACECHECK SUMMARY|gpu_fuzz" \
@@ -130,9 +146,6 @@ arch80_steps() {
       "${arch80[@]}" compute-sanitizer --tool $tool --error-exitcode 3 "${fuzz[@]}" \
       --iterations 10 --max-bsz 512
   done
-  step "compute_80 build: simulate --device gpu --graphs, tiny model, PD, images" \
-    "OK|FAILED|draft model" "${arch80[@]}" python3 -m fastdeploy_mtp simulate --device gpu \
-    --graphs --draft-model tiny --mode pd -k 3 --image-prob 0.5 --steps 40 --quiet
 }
 fuzz=(python3 tests/gpu_fuzz.py --seed "${FUZZ_SEED:-2026}")
 if [ "${ARCH80:-0}" = only ]; then
