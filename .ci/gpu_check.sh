@@ -15,6 +15,12 @@
 # SKIP_NUMPY_BENCH=1 the one against the numpy reference; BENCH_ROUNDS sets
 # bench-gpu's interleaved rounds (default 7); FUZZ_SEED gives the sanitizers'
 # fuzz runs other states than the default seed's (gpu_fuzz.py --seed).
+# ARCH80=1 adds, at the end, the library built as FASTDEPLOY_MTP_CUDA_ARCH=8.0
+# (sm_80 code and compute_80 PTX, which an sm_90 GPU JIT-compiles: code with
+# no clusters and no wait for the previous kernel, as an A100 build has) and
+# the GPU tests and the sanitizers' fuzz runs on it; ARCH80=only runs those
+# steps alone (SKIP_PYTEST=1 skips their tests, SKIP_FUZZ=1 their fuzz runs,
+# so that they fit two calls; the build is cached between them).
 set -u
 OUT="${OUT:-$PWD/gpu-report}"
 mkdir -p "$OUT"
@@ -70,6 +76,84 @@ else:
   echo "|---|---|---|---|"
 } > "$report"
 
+# The library as built for an A100 (ARCH80): in a cache folder of its own,
+# built on first use by each process (the same hash, so once), never
+# installed; PADDLE_CUDA_ARCH_LIST would add SASS for other archs.
+arch80_cache="${TMPDIR:-/tmp}/fastdeploy_mtp-arch80"
+arch80=(env -u PADDLE_CUDA_ARCH_LIST FASTDEPLOY_MTP_CUDA_ARCH=8.0 FASTDEPLOY_MTP_BUILD=1
+        FASTDEPLOY_MTP_CACHE="$arch80_cache")
+arch80_libs() {  # each form's library of these sources, where the compute_80 build puts it
+  "${arch80[@]}" python3 -c "
+from fastdeploy_mtp import _build
+for form in _build.FORM_NAMES:
+    name = _build.module_name(form)
+    print(_build.cache_root() / _build.source_hash(True, form=form) / name / (name + '.so'))"
+}
+arch80_code() {  # each form's compute_80 build holds sm_80 code and compute_80 PTX, nothing newer
+  local lib listed libs
+  libs="$(arch80_libs)" || return 1
+  while read -r lib; do
+    [ -f "$lib" ] || { echo "no library at $lib"; return 1; }
+    # One file a call (cuobjdump prints its usage, and succeeds, given two).
+    # It names a PTX entry by its arch: "PTX file 1: <name>.sm_80.ptx".
+    listed="$(cuobjdump --list-elf --list-ptx "$lib")" || return 1
+    echo "$lib:"; echo "$listed"
+    if grep -E '(sm|compute)_(9|1[0-9])' <<< "$listed"; then
+      echo "code of sm_90 or later in the compute_80 build"; return 1
+    fi
+    grep -Eq 'ELF file.*sm_80' <<< "$listed" || { echo "no sm_80 code"; return 1; }
+    grep -Eq 'PTX file.*(sm|compute)_80' <<< "$listed" || { echo "no compute_80 PTX"; return 1; }
+  done <<< "$libs"
+  echo "compute_80 build: sm_80 code and compute_80 PTX only, in each form's library"
+}
+arch80_steps() {
+  step "compute_80 build (FASTDEPLOY_MTP_CUDA_ARCH=8.0), each form" "building|built|rror" \
+    "${arch80[@]}" bash -c 'for form in rollback recompute shadow; do
+      FASTDEPLOY_MTP_FORM=$form python3 -c "from fastdeploy_mtp import ops; ops.load_library()" \
+        || exit 1; done'
+  step "compute_80 build: its code (cuobjdump)" "compute_80 build|code of|no " arch80_code
+  [ "${SKIP_PYTEST:-0}" = 1 ] || arch80_tests
+  [ "${SKIP_FUZZ:-0}" = 1 ] || arch80_fuzz
+}
+arch80_tests() {
+  step "compute_80 build: GPU tests" "passed|failed" "${arch80[@]}" python3 -m pytest -q \
+    -p no:cacheprovider tests/test_gpu.py tests/test_gpu_devices.py tests/test_arch_probe.py
+  step "compute_80 build: differential and bad-input tests on the GPU" "passed|failed" \
+    "${arch80[@]}" python3 -m pytest -q -p no:cacheprovider -k gpu \
+    tests/test_differential.py tests/test_bad_input.py
+  for form in recompute shadow; do
+    step "compute_80 build: the $form form's tests" "passed|failed" \
+      "${arch80[@]}" FASTDEPLOY_MTP_FORM=$form python3 -m pytest -q -p no:cacheprovider \
+      tests/test_form_$form.py
+  done
+  step "compute_80 build: simulate --device gpu --graphs, tiny model, PD, images" \
+    "OK|FAILED|draft model" "${arch80[@]}" python3 -m fastdeploy_mtp simulate --device gpu \
+    --graphs --draft-model tiny --mode pd -k 3 --image-prob 0.5 --steps 40 --quiet
+}
+arch80_fuzz() {
+  step "compute_80 build: memcheck over fuzz" "ERROR SUMMARY|gpu_fuzz" \
+    "${arch80[@]}" compute-sanitizer --tool memcheck --error-exitcode 3 "${fuzz[@]}" --iterations 60
+  step "compute_80 build: racecheck over fuzz" "HAZARD|RACECHECK SUMMARY|gpu_fuzz" \
+    "${arch80[@]}" compute-sanitizer --tool racecheck --error-exitcode 3 "${fuzz[@]}" \
+    --iterations 10 --max-bsz 4096
+  step "compute_80 build: synccheck over fuzz" "ERROR SUMMARY|gpu_fuzz" \
+    "${arch80[@]}" compute-sanitizer --tool synccheck --error-exitcode 3 "${fuzz[@]}" \
+    --iterations 10 --max-bsz 8192
+  # Up to 512 requests: the sizes an sm_90 build runs as clusters.
+  for tool in racecheck synccheck; do
+    step "compute_80 build: $tool over fuzz, bsz <= 512" \
+      "ERROR SUMMARY|RACECHECK SUMMARY|HAZARD|gpu_fuzz" \
+      "${arch80[@]}" compute-sanitizer --tool $tool --error-exitcode 3 "${fuzz[@]}" \
+      --iterations 10 --max-bsz 512
+  done
+}
+fuzz=(python3 tests/gpu_fuzz.py --seed "${FUZZ_SEED:-2026}")
+if [ "${ARCH80:-0}" = only ]; then
+  arch80_steps
+  cat "$report"
+  exit $failed
+fi
+
 step "build (setup_ops.py install)" "building|rror" python3 setup_ops.py install
 if ! step "error path raises" "raised" smoke; then
   # Fallback: the shared libstdc++ with the system compiler, rebuilt from scratch.
@@ -95,7 +179,6 @@ done
 step "simulate --device gpu, the shadow form, tiny model, PD, images" "OK|FAILED|draft model" \
   python3 -m fastdeploy_mtp simulate --device gpu --runner fastdeploy --form shadow \
   --draft-model tiny --mode pd -k 3 --image-prob 0.5 --steps 40 --quiet
-fuzz=(python3 tests/gpu_fuzz.py --seed "${FUZZ_SEED:-2026}")
 step "memcheck over fuzz" "ERROR SUMMARY|gpu_fuzz" \
   compute-sanitizer --tool memcheck --error-exitcode 3 "${fuzz[@]}" --iterations 60
 step "racecheck over fuzz" "HAZARD|RACECHECK SUMMARY|gpu_fuzz" \
@@ -142,5 +225,6 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
     } >> "$report"
   done
 fi
+[ "${ARCH80:-0}" = 1 ] && arch80_steps
 cat "$report"
 exit $failed

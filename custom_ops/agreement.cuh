@@ -184,10 +184,35 @@ struct WholeGrid {
 // kMaxClusterBlocks on sm_90, launch_rules.h) needs the kernel's leave
 // (allow_big_clusters); cluster_fits asks the device whether it has room for
 // one.
+//
+// Clusters exist from sm_90 on, so code compiled for an older arch has no
+// cluster code: there every member that would touch the cluster traps, and
+// start(), the first thing every kernel does, makes the rest of a kernel in
+// this scope unreachable. The launcher never launches a cluster from such
+// code: it takes clusters only where the kernel image that runs on the
+// device was compiled for sm_90 or later (launch_plan.cuh, CudaDevice), which
+// a build of older PTX, JIT-compiled on an sm_90 device, is not.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define MTP_CLUSTER_CODE 1
+#else
+#define MTP_CLUSTER_CODE 0
+#endif
+
+#if !MTP_CLUSTER_CODE
+// Stops a kernel launched in a scope its code was not compiled for.
+__device__ __forceinline__ void no_cluster_code() {
+  __trap();
+  __builtin_unreachable();
+}
+#endif
 
 struct Cluster {
   __device__ void start() const {
+#if MTP_CLUSTER_CODE
     asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#else
+    no_cluster_code();
+#endif
   }
   __device__ int64_t first() const { return blockIdx.x * (int64_t)blockDim.x + threadIdx.x; }
   __device__ int64_t stride() const { return (int64_t)gridDim.x * blockDim.x; }
@@ -195,6 +220,7 @@ struct Cluster {
   __device__ Verdict agree(Verdict v) const { return agree_blocks(block_agree(v)); }
   // The same, from a verdict every thread of the block already holds.
   __device__ Verdict agree_blocks(Verdict v) const {
+#if MTP_CLUSTER_CODE
     __shared__ unsigned long long slots[kMaxClusterBlocks];
     cg::cluster_group cluster = cg::this_cluster();
     asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every block runs
@@ -204,13 +230,22 @@ struct Cluster {
     cluster.sync();
     const unsigned lane = threadIdx.x % 32;
     return warp_agree(lane < blocks ? verdict_in(slots[lane]) : Verdict{kNone, 0});
+#else
+    no_cluster_code();
+    return v;
+#endif
   }
   // After the writes: true in the leader once every block of the cluster has
   // written (the barrier orders their writes before the report).
   __device__ bool reporter() const {
+#if MTP_CLUSTER_CODE
     __syncthreads();
     cg::this_cluster().sync();
     return leader();
+#else
+    no_cluster_code();
+    return false;
+#endif
   }
 };
 

@@ -17,6 +17,12 @@ namespace {
 // memory access, so an early launch never reads or writes ahead of the
 // previous kernel, ours or not. Letting the next kernel launch early only
 // lets it reach its own wait sooner.
+//
+// Both exist from sm_90 on. Code compiled for an older arch has neither, so
+// it must never be launched early: the launcher makes programmatic launches
+// only where the kernel image that runs on the device was compiled for sm_90
+// or later (launch_plan.cuh, CudaDevice), not merely where the device has
+// them (a build of older PTX runs JIT-compiled on an sm_90 device).
 __device__ __forceinline__ void wait_for_previous_kernel() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");

@@ -1,8 +1,9 @@
 // Host code: the CUDA side of the launch plan. launch_rules.h decides each
 // launch's shape from the batch and the device's facts; this file asks the
-// device those facts (once per device, kernel and size, cached), picks the
-// kernel the plan names and launches it. Part of mtp_kernels.cu (included
-// there only).
+// device those facts (once per device, kernel and size, cached), among them
+// whether the kernels' code loaded there has clusters and programmatic
+// dependent launches, picks the kernel the plan names and launches it. Part
+// of mtp_kernels.cu (included there only).
 #pragma once
 
 #include <atomic>
@@ -21,16 +22,45 @@ namespace {
 
 constexpr int kDevices = 64;  // device ids the caches below hold
 
-// The device's compute capability major, asked once per device (-1: unknown).
-int device_major(int dev) {
-  static std::atomic<int> cached[kDevices];
-  int major = cached[dev].load(std::memory_order_relaxed);
-  if (major == 0) {
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-      major = -1;
-    cached[dev].store(major, std::memory_order_relaxed);
+// Thread-block clusters and programmatic dependent launches: the arch, as
+// major * 10 + minor, from which both the device and the kernels' code have
+// them (agreement.cuh and early_start.cuh compile their code where
+// __CUDA_ARCH__ >= 900).
+constexpr int kClusterArch = 90;
+
+// The arch (major * 10 + minor) that the kernels' code running on the current
+// device was compiled for, as the CUDA runtime loaded it: the lower of its
+// PTX arch (the __CUDA_ARCH__ the device code was compiled with) and its
+// binary's; -1 when unknown. The device's own arch does not tell: a build of
+// compute_80 PTX alone runs on an sm_90 device, JIT-compiled there, without
+// the cluster code and without the wait for the previous kernel. The kernels
+// of one build share one image a device (one translation unit's fat binary,
+// of which the runtime loads the SASS for the device's arch, else the PTX it
+// JIT-compiles), so one kernel answers for all.
+int kernel_image_arch() {
+  cudaFuncAttributes a;
+  if (cudaFuncGetAttributes(&a, preprocess_kernel<WholeGrid>) != cudaSuccess) {
+    (void)cudaGetLastError();  // unknown: no clusters, and nothing left to report
+    return -1;
   }
-  return major;
+  return a.ptxVersion < a.binaryVersion ? a.ptxVersion : a.binaryVersion;
+}
+
+// Whether launches on device `dev` (the current one) may be thread-block
+// clusters and programmatic dependent launches: the device has them and so
+// does the kernels' image that runs there. Asked once per device.
+bool cluster_launches(int dev) {
+  static std::atomic<int> cached[kDevices];  // 0: not asked; 1: yes; 2: no
+  int c = cached[dev].load(std::memory_order_relaxed);
+  if (c == 0) {
+    int major = 0;
+    const bool device = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) ==
+                        cudaSuccess;
+    if (!device) (void)cudaGetLastError();
+    c = device && major * 10 >= kClusterArch && kernel_image_arch() >= kClusterArch ? 1 : 2;
+    cached[dev].store(c, std::memory_order_relaxed);
+  }
+  return c == 1;
 }
 
 // How many blocks of kKernel of `grid_threads` threads fit at once; -1 where
@@ -128,7 +158,7 @@ struct CudaDevice {
     if (cudaGetDevice(&d) != cudaSuccess || d < 0 || d >= kDevices) d = -1;
     return CudaDevice{d};
   }
-  bool clusters() const { return dev >= 0 && device_major(dev) >= 9; }
+  bool clusters() const { return dev >= 0 && cluster_launches(dev); }
   int resident(KernelId k, int threads) const {
     if (dev < 0) return -1;
     if (k.lanes == 0) return resident_blocks<preprocess_kernel<WholeGrid>>(dev, threads);
@@ -154,13 +184,19 @@ struct CudaDevice {
 
 // Launches kKernel with its own parameter types, as one cluster (past the
 // portable size, with the kernel's leave) or cooperatively for a grid, and as
-// a programmatic dependent launch where the device has it.
+// a programmatic dependent launch where the plan says so. A cluster or a
+// programmatic launch where the device or the kernels' image lacks them
+// (which no plan asks for) is refused: the kernel would trap, or start
+// before the previous kernel's writes are done.
 template <auto kKernel, typename... Args>
 cudaError_t launch(const Launch& l, cudaStream_t stream, Args&&... args) {
   if (l.threads <= 0) return cudaErrorInvalidConfiguration;
-  if (l.scope == Scope::kCluster && l.blocks > kPortableClusterBlocks) {
+  if (l.scope == Scope::kCluster || l.overlap) {
     const CudaDevice d = CudaDevice::current();
-    if (d.dev < 0 || !allow_big_clusters<kKernel>(d.dev)) return cudaErrorInvalidConfiguration;
+    if (!d.clusters()) return cudaErrorInvalidConfiguration;
+    if (l.scope == Scope::kCluster && l.blocks > kPortableClusterBlocks &&
+        !allow_big_clusters<kKernel>(d.dev))
+      return cudaErrorInvalidConfiguration;
   }
   cudaLaunchAttribute attrs[2];
   unsigned n = 0;

@@ -6,17 +6,24 @@
 // do they write, the first request of each thread from the plan it already
 // holds (draft_model_preprocess: a thread a request; update_attn_mask_offsets:
 // a group of lanes a request, see Group). A small batch is one block (an
-// agreement in shared memory); on sm_90 a middle one is one thread-block
-// cluster (the blocks agree through each other's shared memory); past that,
-// the kernel runs as a cooperative grid, every block resident at once, and
-// the blocks agree through per-block slots and one grid barrier, also inside
-// a CUDA graph capture (where the stream's scratch was made by a warm-up
-// call). LaunchShape holds the sizes at which each takes over.
+// agreement in shared memory); on sm_90 and later a middle one is one
+// thread-block cluster (the blocks agree through each other's shared memory);
+// past that, the kernel runs as a cooperative grid, every block resident at
+// once, and the blocks agree through per-block slots and one grid barrier,
+// also inside a CUDA graph capture (where the stream's scratch was made by a
+// warm-up call). LaunchShape holds the sizes at which each takes over.
 //
 // A captured step is a chain of short kernels, so what costs is latency: each
-// kernel has one agreement, and on sm_90 each is launched as a programmatic
-// dependent launch, so that its launch overlaps the previous kernel and it
-// waits for that kernel's writes only at its first memory access.
+// kernel has one agreement, and on sm_90 and later each is launched as a
+// programmatic dependent launch, so that its launch overlaps the previous
+// kernel and it waits for that kernel's writes only at its first memory
+// access.
+//
+// "sm_90 and later" is the device and the code both: clusters and the wait
+// are compiled only for sm_90 and later (agreement.cuh, early_start.cuh), and
+// the launcher takes them only where the kernel image loaded on the device
+// has them (launch_plan.cuh). Code compiled for an older arch, on any device,
+// runs one block or a grid, each launch after the previous one.
 //
 // Where things are: early_start.cuh (work before the wait), agreement.cuh
 // (the verdict and the scopes that agree on it), preprocess_kernel.cuh and

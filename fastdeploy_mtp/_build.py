@@ -11,13 +11,16 @@ the copy a wheel or a plain ``pip install .`` carries as
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
+import re
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, TypeVar
+from typing import Callable, Container, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 MODULE_NAME = "fastdeploy_mtp_ops"
 # FastDeploy's forms of draft_model_preprocess (fastdeploy_mtp/signature.py);
@@ -33,8 +36,6 @@ BINDING_SOURCES = (
 )
 # CUDA kernels without Paddle headers (CI compiles these with plain nvcc).
 CUDA_SOURCES = ("mtp_kernels.cu",)
-# Code for the H200 (sm_90) plus PTX so newer chips can JIT it.
-CUDA_ARCH_FLAGS = ("-gencode", "arch=compute_90,code=sm_90", "-gencode", "arch=compute_90,code=compute_90")
 
 
 class BuildError(RuntimeError):
@@ -51,7 +52,7 @@ def say(msg: str) -> None:
     print(f"fastdeploy_mtp: {msg}", file=sys.stderr, flush=True)
 
 
-def setting(name: str, allowed: Sequence[str], meaning: str) -> str:
+def setting(name: str, allowed: Container[str], meaning: str) -> str:
     """The environment variable `name`: "" when unset or empty (both mean
     "not set"), else one of `allowed`; any other value is refused with
     `meaning`, which says what the values do."""
@@ -59,6 +60,17 @@ def setting(name: str, allowed: Sequence[str], meaning: str) -> str:
     if value and value not in allowed:
         raise SettingError(f"{name}={value!r}: {meaning}")
     return value
+
+
+class Accepted:
+    """The values `test` accepts, for setting()'s `allowed` where they are
+    too many to list."""
+
+    def __init__(self, test: Callable[[str], bool]):
+        self.test = test
+
+    def __contains__(self, value: object) -> bool:
+        return isinstance(value, str) and self.test(value)
 
 
 def force_build() -> bool:
@@ -144,7 +156,150 @@ def compile_flags(cuda: bool) -> Dict[str, List[str]]:
         # The bindings include Paddle's CUDA headers, which include Thrust; the
         # host compiler needs CUDA's include folders (CUDA 13 keeps Thrust in cccl/).
         flags["cxx"] += [f"-I{d}" for d in cuda_include_dirs()]
-        flags["nvcc"] = ["-O3", "-std=c++17", f"-I{SOURCE_DIR}", *CUDA_ARCH_FLAGS]
+        flags["nvcc"] = ["-O3", "-std=c++17", f"-I{SOURCE_DIR}", *cuda_arch_flags()]
+    return flags
+
+
+# --- The GPU archs the kernels are compiled for ---------------------------------
+
+ARCH_VARIABLE = "FASTDEPLOY_MTP_CUDA_ARCH"
+# The kernels' warp reductions (__reduce_min_sync) need sm_80.
+LEAST_ARCH = 80
+# Where no GPU is visible and no list is given: the GPUs FastDeploy serves
+# (A100/A800, A10, L20/L40, H20/H800/H200, B200), those the nvcc knows.
+SERVED_ARCHS = (80, 86, 89, 90, 100)
+_ARCH = re.compile(r"(?:(\d+)\.(\d)|(\d\d\d?))(\+PTX)?")
+
+
+def parse_archs(value: str) -> Optional[Tuple[List[int], List[int]]]:
+    """`value` as FASTDEPLOY_MTP_CUDA_ARCH takes it: archs such as "8.0 8.6
+    9.0", "80;90" or "8.0,9.0+PTX" (spaces, ';' or ','), each of sm_80 or
+    later, "+PTX" adding that arch's PTX. The archs and those with PTX, both
+    sorted, or None when `value` is not such a list."""
+    archs, ptx = set(), set()
+    tokens = [t for t in re.split(r"[\s;,]+", value) if t]
+    if not tokens:
+        return None
+    for token in tokens:
+        m = _ARCH.fullmatch(token)
+        if m is None:
+            return None
+        arch = int(m[1]) * 10 + int(m[2]) if m[1] is not None else int(m[3])
+        if arch < LEAST_ARCH:
+            return None
+        archs.add(arch)
+        if m[4]:
+            ptx.add(arch)
+    return sorted(archs), sorted(ptx)
+
+
+def _nvcc() -> Optional[str]:
+    """The nvcc that Paddle's builder runs: $CUDA_HOME/bin/nvcc (or
+    $CUDA_PATH's), else the one on PATH, else /usr/local/cuda's."""
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    for candidate in ([str(Path(home) / "bin" / "nvcc")] if home else []) + [
+            shutil.which("nvcc") or "", "/usr/local/cuda/bin/nvcc"]:
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def nvcc_archs() -> Optional[Tuple[int, ...]]:
+    """The archs the nvcc compiles for (nvcc --list-gpu-arch), asked once per
+    process; None when there is no nvcc or it does not say."""
+    return _listed_archs(_nvcc())
+
+
+@functools.lru_cache(maxsize=None)
+def _listed_archs(nvcc: Optional[str]) -> Optional[Tuple[int, ...]]:
+    if nvcc is None:
+        return None
+    try:
+        out = subprocess.run([nvcc, "--list-gpu-arch"], capture_output=True, text=True,
+                             timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return tuple(sorted({int(a) for a in re.findall(r"compute_(\d+)\b", out)})) or None
+
+
+@functools.lru_cache(maxsize=1)
+def visible_gpu_archs() -> Tuple[int, ...]:
+    """The archs of the GPUs this machine has, sorted: as Paddle sees them
+    (a CUDA Paddle), else as nvidia-smi lists them; none when neither can
+    tell. Asked once per process."""
+    return tuple(_ask_gpu_archs())
+
+
+def _ask_gpu_archs() -> List[int]:
+    archs = set()
+    try:
+        import paddle
+
+        if paddle.is_compiled_with_cuda():
+            for i in range(paddle.device.cuda.device_count()):
+                major, minor = paddle.device.cuda.get_device_capability(i)
+                archs.add(int(major) * 10 + int(minor))
+    except Exception:  # a Paddle without these calls, or a driver that fails: ask nvidia-smi
+        archs = set()
+    if not archs:
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=60)
+            if out.returncode == 0:
+                for line in out.stdout.split():
+                    m = re.fullmatch(r"(\d+)\.(\d)", line.strip())
+                    if m:
+                        archs.add(int(m[1]) * 10 + int(m[2]))
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return sorted(archs)
+
+
+def cuda_archs() -> Tuple[List[int], List[int]]:
+    """The archs the kernels are compiled for (SASS), and those whose PTX the
+    build also carries: FASTDEPLOY_MTP_CUDA_ARCH's list, else the visible
+    GPUs' archs, else SERVED_ARCHS (those the nvcc knows). The highest arch's
+    PTX is always there, so that a newer GPU JIT-compiles it. A given arch
+    the nvcc does not know is refused; a visible GPU's is left out, the
+    highest known below it taking its place as PTX, which that GPU
+    JIT-compiles."""
+    meaning = ("a list of CUDA archs of 8.0 or later, such as '8.0 8.6 9.0' or '80;90' "
+               "('+PTX' after one adds its PTX; the highest always has it); empty or unset: "
+               "the visible GPUs' archs")
+    value = setting(ARCH_VARIABLE, Accepted(lambda v: parse_archs(v) is not None), meaning)
+    known = nvcc_archs()
+    if value:
+        archs, ptx = parse_archs(value)
+        unknown = [a for a in archs if known is not None and a not in known]
+        if unknown:
+            raise SettingError(
+                f"{ARCH_VARIABLE}={value!r}: {_nvcc()} does not compile for "
+                + ", ".join(f"sm_{a}" for a in unknown) + " (it does for "
+                + ", ".join(f"sm_{a}" for a in known if a >= LEAST_ARCH) + ")")
+    else:
+        # A GPU older than sm_80 cannot run the kernels: it adds nothing.
+        wanted = [a for a in visible_gpu_archs() if a >= LEAST_ARCH] or list(SERVED_ARCHS)
+        archs = [a for a in wanted if known is None or a in known]
+        ptx = []
+        if len(archs) < len(wanted) and known is not None:
+            below = [a for a in known if LEAST_ARCH <= a <= max(wanted)]
+            if below:
+                ptx = [below[-1]]
+        if not archs and not ptx:
+            raise BuildError(f"{_nvcc()} compiles for no GPU arch of sm_{LEAST_ARCH} or later: "
+                             f"install CUDA 11.8 or later, or set {ARCH_VARIABLE}")
+    top = max(archs + ptx)
+    return archs, sorted(set(ptx) | {top})
+
+
+def cuda_arch_flags() -> List[str]:
+    """nvcc's -gencode flags for cuda_archs(): SASS for each arch, then PTX."""
+    archs, ptx = cuda_archs()
+    flags: List[str] = []
+    for a in archs:
+        flags += ["-gencode", f"arch=compute_{a},code=sm_{a}"]
+    for a in ptx:
+        flags += ["-gencode", f"arch=compute_{a},code=compute_{a}"]
     return flags
 
 
@@ -205,6 +360,9 @@ def source_hash(cuda: bool, *also: Path, form: str = DEFAULT_FORM) -> str:
         h.update(p.name.encode())
         h.update(p.read_bytes())
     h.update(repr((compile_flags(cuda), link_flags(cuda))).encode())
+    if cuda and os.environ.get("PADDLE_CUDA_ARCH_LIST"):
+        # Paddle's builder adds SASS for these archs to the flags above.
+        h.update(os.environ["PADDLE_CUDA_ARCH_LIST"].encode())
     h.update(repr(form_flags(form)).encode())
     h.update(paddle.__version__.encode())
     h.update(sys.version.encode())

@@ -398,3 +398,156 @@ def test_the_builder_s_own_failure_is_one_line_from_its_exception(monkeypatch, t
         "failed: the compiler or linker failed (its messages are above)"), msg
     assert isinstance(e.value.__cause__, RuntimeError)
     assert [p.suffix for p in (tmp_path / "cache").iterdir()] == [".lock"]
+
+
+# --- The CUDA archs: FASTDEPLOY_MTP_CUDA_ARCH, else the visible GPUs' ---------
+
+NVCC_13 = (75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121)  # nvcc 13's --list-gpu-arch
+
+
+def _sass(*archs):
+    return [f for a in archs for f in ("-gencode", f"arch=compute_{a},code=sm_{a}")]
+
+
+def _ptx(*archs):
+    return [f for a in archs for f in ("-gencode", f"arch=compute_{a},code=compute_{a}")]
+
+
+@pytest.fixture
+def archs(monkeypatch):
+    """The arch flags for a setting, the GPUs visible and the archs nvcc knows."""
+    def flags(value, visible=(), known=NVCC_13):
+        if value is None:
+            monkeypatch.delenv(_build.ARCH_VARIABLE, raising=False)
+        else:
+            monkeypatch.setenv(_build.ARCH_VARIABLE, value)
+        monkeypatch.setattr(_build, "visible_gpu_archs", lambda: tuple(visible))
+        monkeypatch.setattr(_build, "nvcc_archs", lambda: known)
+        return _build.cuda_arch_flags()
+    return flags
+
+
+@pytest.mark.parametrize("value, flags", [
+    ("8.0", _sass(80) + _ptx(80)),
+    ("80", _sass(80) + _ptx(80)),
+    ("80;90", _sass(80, 90) + _ptx(90)),
+    ("9.0 8.0", _sass(80, 90) + _ptx(90)),
+    ("8.0 8.6 9.0", _sass(80, 86, 90) + _ptx(90)),
+    ("8.0,8.9;9.0 10.0", _sass(80, 89, 90, 100) + _ptx(100)),
+    ("8.6+PTX 9.0", _sass(86, 90) + _ptx(86, 90)),
+    ("9.0+PTX", _sass(90) + _ptx(90)),
+    ("80;90;", _sass(80, 90) + _ptx(90)),
+    ("10.0", _sass(100) + _ptx(100)),
+    ("120", _sass(120) + _ptx(120)),
+])
+def test_the_arch_variable_lists_the_archs_and_the_highest_has_ptx(archs, value, flags):
+    """Whatever GPU is visible: the list given is the list built."""
+    assert archs(value, visible=(90,)) == flags
+
+
+@pytest.mark.parametrize("value", [None, ""])
+def test_an_empty_or_unset_arch_variable_builds_for_the_visible_gpus(archs, value):
+    assert archs(value, visible=(90,)) == _sass(90) + _ptx(90)
+    assert archs(value, visible=(80, 90)) == _sass(80, 90) + _ptx(90)
+    assert archs(value, visible=(86,)) == _sass(86) + _ptx(86)
+    assert archs(value, visible=(75, 89)) == _sass(89) + _ptx(89)  # sm_75 cannot run the kernels
+
+
+def test_an_h200_builds_sm_90_code_and_ptx_alone(archs):
+    """The flags (hence the build hash) of a machine with H200s, written out."""
+    assert archs(None, visible=(90,)) == ["-gencode", "arch=compute_90,code=sm_90",
+                                          "-gencode", "arch=compute_90,code=compute_90"]
+
+
+def test_without_a_gpu_the_build_is_for_every_served_gpu(archs):
+    """A100/A800, A10, L20/L40, H20/H800/H200, B200; those the nvcc knows, and
+    PTX of the highest it knows for the rest."""
+    assert _build.SERVED_ARCHS == (80, 86, 89, 90, 100)
+    assert archs(None) == _sass(80, 86, 89, 90, 100) + _ptx(100)
+    assert archs(None, known=(70, 75, 80, 86, 87, 89, 90)) == _sass(80, 86, 89, 90) + _ptx(90)
+    assert archs(None, known=None) == _sass(80, 86, 89, 90, 100) + _ptx(100)  # nvcc silent
+
+
+def test_a_visible_gpu_the_nvcc_does_not_know_gets_ptx_it_can_jit(archs):
+    assert archs("", visible=(120,), known=(75, 80, 86, 89, 90)) == _ptx(90)
+    assert archs("", visible=(90, 100), known=(80, 86, 89, 90)) == _sass(90) + _ptx(90)
+
+
+def _arch_error(archs, value, **kw):
+    with pytest.raises(_build.BuildError) as e:
+        archs(value, **kw)
+    return _one_line(e)
+
+
+@pytest.mark.parametrize("bad", ["7.5", "75", "8.0 7.0", "9.0a", "sm_90", "compute_80", "8",
+                                 "9", "8.0+ptx", "9.0+", "8.10", "1000", " ", ";", "ampere"])
+def test_a_bad_arch_variable_is_refused_in_one_line(archs, bad):
+    assert _arch_error(archs, bad, visible=(90,)) == (
+        f"FASTDEPLOY_MTP_CUDA_ARCH={bad!r}: a list of CUDA archs of 8.0 or later, such as "
+        "'8.0 8.6 9.0' or '80;90' ('+PTX' after one adds its PTX; the highest always has it); "
+        "empty or unset: the visible GPUs' archs")
+
+
+def test_an_arch_the_nvcc_does_not_know_is_refused_in_one_line(archs, monkeypatch):
+    monkeypatch.setattr(_build, "_nvcc", lambda: "/opt/cuda/bin/nvcc")
+    assert _arch_error(archs, "8.0 9.5 10.0", known=(75, 80, 86, 89, 90)) == (
+        "FASTDEPLOY_MTP_CUDA_ARCH='8.0 9.5 10.0': /opt/cuda/bin/nvcc does not compile for sm_95, "
+        "sm_100 (it does for sm_80, sm_86, sm_89, sm_90)")
+
+
+def test_the_arch_list_is_part_of_the_cuda_build_hash(monkeypatch):
+    monkeypatch.setattr(_build, "nvcc_archs", lambda: NVCC_13)
+    monkeypatch.setattr(_build, "visible_gpu_archs", lambda: (90,))
+    monkeypatch.delenv("PADDLE_CUDA_ARCH_LIST", raising=False)
+    hashes = {}
+    for value in (None, "", "9.0", "90", "8.0", "8.0 9.0", "9.0+PTX 8.0", "8.0+PTX 9.0"):
+        if value is None:
+            monkeypatch.delenv(_build.ARCH_VARIABLE, raising=False)
+        else:
+            monkeypatch.setenv(_build.ARCH_VARIABLE, value)
+        hashes[value] = _build.source_hash(True)
+        assert _build.cuda_arch_flags() == _build.compile_flags(True)["nvcc"][-len(
+            _build.cuda_arch_flags()):]
+    # The same archs hash the same; other archs differ.
+    assert hashes[None] == hashes[""] == hashes["9.0"] == hashes["90"]
+    assert hashes["8.0 9.0"] == hashes["9.0+PTX 8.0"]  # the highest has PTX anyway
+    assert len({hashes[v] for v in ("9.0", "8.0", "8.0 9.0", "8.0+PTX 9.0")}) == 4
+    # Paddle's builder adds SASS for PADDLE_CUDA_ARCH_LIST's archs.
+    monkeypatch.setenv("PADDLE_CUDA_ARCH_LIST", "8.0")
+    assert _build.source_hash(True) != hashes["8.0+PTX 9.0"]
+
+
+def test_the_visible_gpus_come_from_paddle_else_nvidia_smi_else_none(monkeypatch, tmp_path):
+    """The detection itself (no GPU here): Paddle's view where it has CUDA and
+    devices, else nvidia-smi's list, else nothing."""
+    import paddle
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
+    monkeypatch.setattr(paddle, "is_compiled_with_cuda", lambda: False)
+    assert _build._ask_gpu_archs() == []
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n[ \"$1 $2\" = '--query-gpu=compute_cap --format=csv,noheader' ] "
+                   "|| exit 9\nprintf '9.0\\n8.6\\n9.0\\n'\n")
+    smi.chmod(0o755)
+    assert _build._ask_gpu_archs() == [86, 90]
+    capability = {0: (8, 0), 1: (10, 0)}
+    monkeypatch.setattr(paddle, "is_compiled_with_cuda", lambda: True)
+    monkeypatch.setattr(paddle.device.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(paddle.device.cuda, "get_device_capability", lambda i: capability[i])
+    assert _build._ask_gpu_archs() == [80, 100]
+    monkeypatch.setattr(paddle.device.cuda, "device_count", lambda: 0)  # CUDA Paddle, no GPU
+    assert _build._ask_gpu_archs() == [86, 90]
+    smi.write_text("#!/bin/sh\nexit 9\n")  # a driver that fails
+    assert _build._ask_gpu_archs() == []
+
+
+def test_the_archs_nvcc_lists(monkeypatch, tmp_path):
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text("#!/bin/sh\n[ \"$1\" = --list-gpu-arch ] || exit 9\n"
+                    "printf 'compute_75\\ncompute_80\\ncompute_90\\ncompute_100\\n'\n")
+    nvcc.chmod(0o755)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path.parent))
+    monkeypatch.setattr(_build, "_nvcc", lambda: str(nvcc))
+    assert _build.nvcc_archs() == (75, 80, 90, 100)
+    monkeypatch.setattr(_build, "_nvcc", lambda: None)
+    assert _build.nvcc_archs() is None
