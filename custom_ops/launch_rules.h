@@ -93,7 +93,8 @@ constexpr KernelId kPreprocessKernel{0, false};
 
 // What a plan needs of the device, as a type with these members (the CUDA
 // device in launch_plan.cuh, described devices in the CPU tests):
-//   bool clusters() const;  sm_90 and later: thread-block clusters and
+//   bool clusters() const;  the device and the kernel code loaded on it both
+//                           sm_90 or later: thread-block clusters and
 //                           programmatic dependent launches
 //   int resident(KernelId k, int threads) const;
 //                           blocks of k's grid form of `threads` threads that
