@@ -63,6 +63,7 @@ SIM_CLI = "fastdeploy_mtp/harness/simulate_cli.py"
 PYPROJECT = "pyproject.toml"
 SIMFD = "fastdeploy_mtp/harness/sim_fastdeploy.py"
 VERDICT = "fastdeploy_mtp/harness/verdict.py"
+LAUNCH = "custom_ops/launch_plan.cuh"
 # Python that runs on a GPU only (the loop replayed from CUDA graphs): its
 # mutations are the GPU suite's to kill, as the CUDA sources' are.
 GPU_ONLY_PYTHON = (CAPTURED,)
@@ -567,6 +568,31 @@ MUTATIONS = [
     Mutation('py.typed left out of the wheel', PYPROJECT,
              '"fastdeploy_mtp" = ["py.typed"]',
              '"fastdeploy_mtp" = []'),
+    # -- the CUDA archs: the build's list and the launcher's choice by kernel image --
+    Mutation('the highest arch built without its PTX', BUILD,
+             '    return archs, sorted(set(ptx) | {top})',
+             '    return archs, sorted(set(ptx))'),
+    Mutation('an arch below sm_80 taken', BUILD,
+             '        if arch < LEAST_ARCH:',
+             '        if arch < 0:'),
+    Mutation('without a GPU, a build for sm_90 only', BUILD,
+             'or list(SERVED_ARCHS)',
+             'or [90]'),
+    Mutation("the CUDA flags left out of the CUDA build's hash", BUILD,
+             '    h.update(repr((compile_flags(cuda), link_flags(cuda))).encode())',
+             '    h.update(repr((compile_flags(False), link_flags(cuda))).encode())'),
+    Mutation('an arch nvcc does not know taken', BUILD,
+             '        if unknown:\n            raise SettingError(',
+             '        if False:\n            raise SettingError('),
+    Mutation('the visible GPUs never asked of nvidia-smi', BUILD,
+             '    if not archs:\n        try:\n            out = subprocess.run(["nvidia-smi"',
+             '    if False:\n        try:\n            out = subprocess.run(["nvidia-smi"'),
+    Mutation('GPU clusters and early launches by the device alone, not the loaded code', LAUNCH,
+             '    c = device && major * 10 >= kClusterArch && kernel_image_arch() >= kClusterArch ? 1 : 2;',
+             '    c = device && major * 10 >= kClusterArch ? 1 : 2;', device='gpu'),
+    Mutation('GPU every launch programmatic', LAUNCH,
+             '  if (l.overlap) {',
+             '  if (true) {', device='gpu'),
     Mutation("kernel headers left out of the build's hash", BUILD,
              'SOURCE_SUFFIXES = (".h", ".cuh", ".cc", ".cu")', 'SOURCE_SUFFIXES = (".h", ".cc", ".cu")'),
     Mutation("kernel sources left out of the build's hash", BUILD,
