@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import numpy as np
@@ -372,3 +373,38 @@ def raw_refusal_cases(sig, state, bsz_from="seq_lens_this_time"):
 def call_raw(library, sig, tensors, attrs=()):
     """`sig`'s raw registered op of `library`, positionally, as FastDeploy calls it."""
     return getattr(library, sig.name)(*[tensors[n] for n in sig.input_names], *attrs)
+
+
+RAW_REFUSED = (OSError, ValueError, RuntimeError)  # what Paddle makes of a C++ refusal
+
+
+def same_kind_pairs(sig, state, not_read=()):
+    """(written, other): every written tensor of `sig`, declared in place or
+    not, and every other argument of its dtype and rank in `state` that the op
+    reads (`not_read` may alias anything)."""
+    kind = {n: (state[n].dtype, state[n].ndim) for n in sig.input_names}
+    return [(w, o) for w in sig.written for o in sig.input_names
+            if o != w and o not in not_read and kind[o] == kind[w]]
+
+
+def assert_raw_alias_refused(library, sig, state, written, other, attrs, device):
+    """`written` passed again as `other` to the raw op: refused, naming both,
+    with every tensor unchanged."""
+    s = dict(state)
+    if s[other].shape != s[written].shape:  # the overlap, not a shape, is what is refused
+        s[other] = s[written].copy()
+    t = to_tensors(s, device)
+    t[other] = t[written]
+    before = dict(s, **{other: s[written]})
+    with pytest.raises(RAW_REFUSED, match="share memory") as e:
+        call_raw(library, sig, t, attrs)
+    assert written in str(e.value) and other in str(e.value), str(e.value)
+    assert_states_equal(to_numpy(t), before)
+
+
+def assert_raw_refused(library, sig, state, attrs, message, device):
+    """The raw op refuses `state` with `message`, every tensor unchanged."""
+    t = to_tensors(state, device)
+    with pytest.raises(RAW_REFUSED, match=re.escape(message)):
+        call_raw(library, sig, t, attrs)
+    assert_states_equal(to_numpy(t), state)

@@ -3,8 +3,6 @@ process of its own: ``FASTDEPLOY_MTP_FORM=recompute python -m pytest
 tests/test_form_recompute.py``. The default run starts that process
 (test_forms.py), since a process registers one form's ops."""
 
-import re
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -15,8 +13,8 @@ from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
 import guarded
-from helpers import (DEVICES, assert_states_equal, call_raw, raw_refusal_cases, to_numpy,
-                     to_tensors)
+from helpers import (DEVICES, assert_raw_alias_refused, assert_raw_refused, assert_states_equal,
+                     call_raw, raw_refusal_cases, same_kind_pairs, to_numpy, to_tensors)
 
 pytestmark = pytest.mark.skipif(
     ops.process_form() != "recompute",
@@ -379,53 +377,34 @@ def test_recompute_token_num_hostile_arguments_are_refused_unchanged(device, cas
 
 
 def raw_call(t, k=3):
-    ops.load_library().draft_model_preprocess(*[t[n] for n in SIG.input_names],
-                                              *attrs_of(k).values())
+    call_raw(ops.load_library(), SIG, t, attrs_of(k).values())
 
 
 # Inputs this form never reads: they may alias anything.
 NOT_READ = ("base_model_seq_lens_encoder",)
 
 
-def _same_kind_pairs():
-    """(written, other): every written tensor, declared in place or not, and
-    every other argument of its dtype and rank that the form reads."""
-    sample = decode_state(3, bsz=1)
-    kind = {n: (sample[n].dtype, sample[n].ndim) for n in SIG.input_names}
-    return [(w, o) for w in SIG.written for o in SIG.input_names
-            if o != w and o not in NOT_READ and kind[o] == kind[w]]
-
-
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("written,other", _same_kind_pairs())
+@pytest.mark.parametrize("written,other",
+                         same_kind_pairs(SIG, decode_state(3, bsz=1), not_read=NOT_READ))
 def test_the_raw_op_refuses_a_written_tensor_passed_twice_unchanged(device, written, other):
     """base_model_seq_lens_this_time among them: this form reads it, so it may
-    not share memory with a written tensor (the default form never reads it)."""
-    s = decode_state(3, bsz=1)  # one request: not_need_stop's one row is every vector's
-    if s[other].shape != s[written].shape:
-        s[other] = s[written].copy()
-    t = to_tensors(s, device)
-    t[other] = t[written]
-    before = dict(s, **{other: s[written]})
-    with pytest.raises((OSError, ValueError, RuntimeError), match="share memory") as e:
-        raw_call(t)
-    assert written in str(e.value) and other in str(e.value), str(e.value)
-    assert_states_equal(to_numpy(t), before)
+    not share memory with a written tensor (the default form never reads it).
+    One request, so that not_need_stop's one row is every vector's."""
+    assert_raw_alias_refused(ops.load_library(), SIG, decode_state(3, bsz=1), written, other,
+                             attrs_of(3).values(), device)
 
 
 def test_base_model_seq_lens_this_time_is_checked_for_overlap():
-    assert ("seq_lens_this_time", "base_model_seq_lens_this_time") in _same_kind_pairs()
+    pairs = same_kind_pairs(SIG, decode_state(3, bsz=1), not_read=NOT_READ)
+    assert ("seq_lens_this_time", "base_model_seq_lens_this_time") in pairs
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("k", [0, -1])
 def test_the_raw_op_refuses_num_model_step_below_1_unchanged(device, k):
-    s = decode_state(3)
-    t = to_tensors(s, device)
-    with pytest.raises((OSError, ValueError, RuntimeError),
-                       match=f"num_model_step must be >= 1, got {k}"):
-        raw_call(t, k)
-    assert_states_equal(to_numpy(t), s)
+    assert_raw_refused(ops.load_library(), SIG, decode_state(3), attrs_of(k).values(),
+                       f"num_model_step must be >= 1, got {k}", device)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -453,7 +432,4 @@ RAW_CASES = raw_refusal_cases(SIG, decode_state(3))
 @pytest.mark.parametrize("case", [c[0] for c in RAW_CASES])
 def test_the_raw_op_refuses_a_wrong_dtype_or_too_few_rows_unchanged(device, case):
     _, s, message = next(c for c in RAW_CASES if c[0] == case)
-    t = to_tensors(s, device)
-    with pytest.raises((OSError, ValueError, RuntimeError), match=re.escape(message)):
-        call_raw(ops.load_library(), SIG, t, attrs_of(3).values())
-    assert_states_equal(to_numpy(t), s)
+    assert_raw_refused(ops.load_library(), SIG, s, attrs_of(3).values(), message, device)

@@ -4,8 +4,6 @@
 The default run starts that process (test_forms.py), since a process
 registers one form's ops."""
 
-import re
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -16,8 +14,8 @@ from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
 import guarded
-from helpers import (DEVICES, assert_states_equal, call_raw, raw_refusal_cases, to_numpy,
-                     to_tensors)
+from helpers import (DEVICES, assert_raw_alias_refused, assert_raw_refused, assert_states_equal,
+                     call_raw, raw_refusal_cases, same_kind_pairs, to_numpy, to_tensors)
 
 pytestmark = pytest.mark.skipif(
     ops.process_form() != "shadow",
@@ -442,18 +440,14 @@ def test_a_mask_end_past_int32_is_refused_unchanged(device):
 
 
 def raw_call(t, k=3, splitwise=False):
-    ops.load_library().draft_model_preprocess(*[t[n] for n in SIG.input_names], k, splitwise)
+    call_raw(ops.load_library(), SIG, t, (k, splitwise))
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("k", [0, -1, -(2**31)])
 def test_the_raw_op_refuses_num_model_step_below_1_unchanged(device, k):
-    s = decode_state(3)
-    t = to_tensors(s, device)
-    with pytest.raises((OSError, ValueError, RuntimeError),
-                       match=f"num_model_step must be >= 1, got {k}"):
-        raw_call(t, k)
-    assert_states_equal(to_numpy(t), s)
+    assert_raw_refused(ops.load_library(), SIG, decode_state(3), (k, False),
+                       f"num_model_step must be >= 1, got {k}", device)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -475,10 +469,7 @@ RAW_CASES = raw_refusal_cases(SIG, decode_state(3))
 @pytest.mark.parametrize("case", [c[0] for c in RAW_CASES])
 def test_the_raw_op_refuses_a_wrong_dtype_or_too_few_rows_unchanged(device, case):
     _, s, message = next(c for c in RAW_CASES if c[0] == case)
-    t = to_tensors(s, device)
-    with pytest.raises((OSError, ValueError, RuntimeError), match=re.escape(message)):
-        call_raw(ops.load_library(), SIG, t, (3, False))
-    assert_states_equal(to_numpy(t), s)
+    assert_raw_refused(ops.load_library(), SIG, s, (3, False), message, device)
 
 
 RAW_MASK_CASES = raw_refusal_cases(MASK, states.shadow_mask_state(np.random.default_rng(4), 3))
@@ -488,10 +479,7 @@ RAW_MASK_CASES = raw_refusal_cases(MASK, states.shadow_mask_state(np.random.defa
 @pytest.mark.parametrize("case", [c[0] for c in RAW_MASK_CASES])
 def test_the_raw_mask_op_refuses_a_wrong_dtype_or_too_few_rows_unchanged(device, case):
     _, s, message = next(c for c in RAW_MASK_CASES if c[0] == case)
-    t = to_tensors(s, device)
-    with pytest.raises((OSError, ValueError, RuntimeError), match=re.escape(message)):
-        call_raw(ops.load_library(), MASK, t)
-    assert_states_equal(to_numpy(t), s)
+    assert_raw_refused(ops.load_library(), MASK, s, (), message, device)
 
 
 # The one input this form never reads (FastDeploy e87ce4b8c's kernel takes it
@@ -513,28 +501,13 @@ def test_the_raw_op_lets_the_unread_input_alias_a_written_one(device, written):
     assert_states_equal(got, want)
 
 
-def _same_dtype_pairs():
-    """(written, other) for every written tensor, declared in place or not,
-    and every other argument of its dtype and rank."""
-    sample = decode_state(3, bsz=1)
-    kind = {n: (sample[n].dtype, sample[n].ndim) for n in SIG.input_names}
-    return [(w, o) for w in SIG.written for o in SIG.input_names
-            if o != w and o not in NOT_READ and kind[o] == kind[w]]
-
-
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("written,other", _same_dtype_pairs())
+@pytest.mark.parametrize("written,other",
+                         same_kind_pairs(SIG, decode_state(3, bsz=1), not_read=NOT_READ))
 def test_the_raw_op_refuses_a_written_tensor_passed_twice_unchanged(device, written, other):
-    s = decode_state(3, bsz=1)  # one request: not_need_stop's one row is every vector's
-    if s[other].shape != s[written].shape:  # the overlap, not a shape, is what is refused
-        s[other] = s[written].copy()
-    t = to_tensors(s, device)
-    t[other] = t[written]
-    before = dict(s, **{other: s[written]})
-    with pytest.raises((OSError, ValueError, RuntimeError), match="share memory") as e:
-        raw_call(t)
-    assert written in str(e.value) and other in str(e.value), str(e.value)
-    assert_states_equal(to_numpy(t), before)
+    """One request, so that not_need_stop's one row is every vector's."""
+    assert_raw_alias_refused(ops.load_library(), SIG, decode_state(3, bsz=1), written, other,
+                             (3, False), device)
 
 
 @pytest.mark.parametrize("device", DEVICES)
