@@ -248,9 +248,10 @@ def _with_recompute_token_num(inputs: Tuple[TensorArg, ...]) -> Tuple[TensorArg,
     return tuple(out)
 
 
-# FastDeploy's recompute form: a decode rolls back the tokens it recomputes,
-# min(recompute_token_num, base_model_seq_lens_this_time - 2), so it reads
-# base_model_seq_lens_this_time, which the rollback form never reads.
+# The recompute form (FastDeploy commit 0956b09a's rules): a decode rolls back
+# the tokens it recomputes, min(recompute_token_num,
+# base_model_seq_lens_this_time - 2), so it reads base_model_seq_lens_this_time,
+# which the rollback form never reads.
 # FastDeploy registers ten of its fourteen written tensors in place; so do we.
 DRAFT_MODEL_PREPROCESS_RECOMPUTE = replace(
     DRAFT_MODEL_PREPROCESS,
@@ -264,40 +265,33 @@ DRAFT_MODEL_PREPROCESS_RECOMPUTE = replace(
 # nothing is rolled back and there is no mask_rollback, is_block_step or
 # batch_drop. FastDeploy registers the in-place pairs of all its written
 # tensors but the target model's draft tokens; so do we.
+def _shadow_inputs(inputs: Tuple[TensorArg, ...]) -> Tuple[TensorArg, ...]:
+    """The shadow form's tensors: the rollback form's it keeps, in FastDeploy's
+    order, the base model's named the target model's, and max_dec_len."""
+    by_name = {t.name: t for t in inputs}
+    docs = {"stop_flags": "[N] draft skipped this step",
+            "accept_tokens": "[N, A] tokens the target model accepted",
+            "base_model_seq_lens_encoder": "[N] target model (not read)",
+            "base_model_draft_tokens": "[N, Dt] columns 1.. set to -1"}
+    out = []
+    for name in ("draft_tokens", "input_ids", "stop_flags", "seq_lens_this_time",
+                 "seq_lens_encoder", "seq_lens_decoder", "step_idx", "not_need_stop", "pre_ids",
+                 "accept_tokens", "accept_num", "base_model_seq_lens_encoder",
+                 "base_model_seq_lens_decoder", "base_model_step_idx", "base_model_stop_flags",
+                 "max_dec_len", "base_model_draft_tokens"):
+        if name == "max_dec_len":
+            out.append(TensorArg("max_dec_len", _i64, R, "[N] each request's length limit",
+                                 view=View("max_dec_len")))
+            continue
+        t = by_name[name]
+        doc = docs.get(name, t.doc.replace("base model", "target model"))
+        out.append(replace(t, name=name.replace("base_model_", "target_model_"), doc=doc))
+    return tuple(out)
+
+
 DRAFT_MODEL_PREPROCESS_SHADOW = OpSignature(
     name="draft_model_preprocess",
-    inputs=(
-        TensorArg("draft_tokens", _i64, W, "[N, D] draft model's input tokens", MATRIX,
-                  view=View("draft_tokens", cols="draft_cols")),
-        TensorArg("input_ids", _i64, W, "[N, L] draft model's prompt buffer", MATRIX,
-                  view=View("input_ids", cols="input_cols")),
-        TensorArg("stop_flags", _b, W, "[N] draft skipped this step", view=View("stop_flags")),
-        TensorArg("seq_lens_this_time", _i32, W, "[bsz] tokens fed this step; defines bsz",
-                  view=View("seq_lens_this_time")),
-        TensorArg("seq_lens_encoder", _i32, W, "[N] prompt tokens still to prefill",
-                  view=View("seq_lens_encoder")),
-        TensorArg("seq_lens_decoder", _i32, W, "[N] draft KV positions",
-                  view=View("seq_lens_decoder")),
-        TensorArg("step_idx", _i64, W, "[N] draft step index", view=View("step_idx")),
-        TensorArg("not_need_stop", _b, W, "[1] some request is running", FLAG),
-        TensorArg("pre_ids", _i64, W, "[N, P] generated tokens", MATRIX,
-                  view=View("pre_ids", cols="pre_cols")),
-        TensorArg("accept_tokens", _i64, R, "[N, A] tokens the target model accepted", MATRIX,
-                  view=View("accept_tokens", cols="accept_cols")),
-        TensorArg("accept_num", _i32, R, "[N] number of accepted tokens",
-                  view=View("accept_num")),
-        TensorArg("target_model_seq_lens_encoder", _i32, U, "[N] target model (not read)"),
-        TensorArg("target_model_seq_lens_decoder", _i32, R, "[N] target model KV positions",
-                  view=View("base_seq_lens_decoder")),
-        TensorArg("target_model_step_idx", _i64, R, "[N] target model step index",
-                  view=View("base_step_idx")),
-        TensorArg("target_model_stop_flags", _b, R, "[N] target model stopped",
-                  view=View("base_stop_flags")),
-        TensorArg("max_dec_len", _i64, R, "[N] each request's length limit",
-                  view=View("max_dec_len")),
-        TensorArg("target_model_draft_tokens", _i64, W, "[N, Dt] columns 1.. set to -1",
-                  MATRIX, view=View("base_draft_tokens", cols="base_draft_cols")),
-    ),
+    inputs=_shadow_inputs(DRAFT_MODEL_PREPROCESS.inputs),
     attrs=(
         AttrArg("num_model_step", int, "draft substeps per engine step, >= 1", minimum=1),
         AttrArg("is_splitwise_prefill", bool, "prefill node of a PD-split deployment: no "
