@@ -666,6 +666,17 @@ def test_bad_handover_tokens_are_refused(first, draft):
     _assert_same(p, before)
 
 
+@pytest.mark.parametrize("first,draft", [(0, 0), (0, 2**63 - 1), (2**63 - 1, 0)])
+def test_handover_tokens_at_their_bounds_are_taken(first, draft):
+    """Token id 0 and the largest int64 are token ids like any other: the
+    decode node takes them and the draft reads the handed-over token."""
+    from fastdeploy_mtp.proposer import Request
+
+    p = _proposer("decode")
+    p.insert([Request(slot=0, prompt=[0, 5, 6], first_token=first, draft_token=draft)])
+    assert int(p.state["draft_tokens"].numpy()[0, 0]) == draft
+
+
 @pytest.mark.parametrize("slots", [["1"], [True], [1.5], [-1], [4]])
 def test_bad_release_slots_are_refused(slots):
     from fastdeploy_mtp.proposer import ProposerError, Request
