@@ -454,7 +454,7 @@ def build_lock(root: Path, key: str, what: str) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            holder = _lock_holder(fd)
             say(f"waiting for another process building {what} into {root / key} "
                 f"(pid {holder}) ...")
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -466,6 +466,18 @@ def build_lock(root: Path, key: str, what: str) -> Iterator[None]:
             os.ftruncate(fd, 0)
     finally:
         os.close(fd)  # releases the lock
+
+
+def _lock_holder(fd: int) -> str:
+    """The pid the lock's holder wrote into it. The holder writes it just
+    after taking the lock, so a waiter that came in between (and saw the file
+    empty) waits a moment for it rather than naming no one."""
+    for _ in range(100):
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        if holder:
+            return holder
+        time.sleep(0.01)
+    return "unknown"
 
 
 def _remove(folder: Path) -> None:

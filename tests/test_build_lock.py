@@ -39,7 +39,7 @@ def builds(monkeypatch):
     recorded here; a load checks it reads a whole library."""
     done = []
 
-    def compile_(name, folder, cuda, form, what):
+    def compile_(name, folder, sources, flags, ldflags, what):
         final = folder.parent / folder.name.replace(".partial", "")
         assert folder != final and not _build.finished_build(final, name), \
             "a build must not write where other processes load from"
@@ -105,12 +105,15 @@ HOLDER = textwrap.dedent(r"""
     lock, partial, held, mode = sys.argv[1:5]
     fd = os.open(lock, os.O_RDWR | os.O_CREAT)
     fcntl.flock(fd, fcntl.LOCK_EX)
+    if mode == "late":  # a waiter comes between the lock taken and the pid written
+        Path(held).touch()
+        time.sleep(0.3)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     partial = Path(partial)
     (partial / "NAME").mkdir(parents=True)
     (partial / "NAME" / "NAME.so").write_bytes(b"\x7fELF")  # cut short
     Path(held).touch()
-    if mode == "finish":  # the way cached_build finishes a build
+    if mode in ("finish", "late"):  # the way cached_build finishes a build
         time.sleep(1.5)
         so = partial / "NAME" / "NAME.so"
         so.write_bytes(LIBRARY)
@@ -135,9 +138,13 @@ def hold_lock(root: Path, final: Path, mode: str) -> subprocess.Popen:
     return p
 
 
-def test_a_second_process_waits_for_the_builder_and_loads_its_library(cache, builds, capsys):
+@pytest.mark.parametrize("mode", ["finish", "late"])
+def test_a_second_process_waits_for_the_builder_and_loads_its_library(cache, builds, capsys,
+                                                                     mode):
+    """`late`: the holder has the lock but has not written its pid yet; the
+    waiter names it all the same."""
     root, final = cache
-    holder = hold_lock(root, final, "finish")
+    holder = hold_lock(root, final, mode)
     t0 = time.time()
     assert ops._build_from_source(FORM) == ("loaded", NAME)
     assert time.time() - t0 > 0.5 and holder.wait(10) == 0
