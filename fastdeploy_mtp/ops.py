@@ -125,39 +125,44 @@ def _quiet_paddle():
 
 
 def _build_from_source(form: str = DEFAULT_FORM):
-    """`form`'s library from the build cache, compiled there the first time
-    (once, however many processes ask at once: _build.cached_build)."""
+    """`form`'s library from the build cache, compiled there the first time."""
     with _quiet_paddle():
         cuda = _build.with_cuda()  # the first import of Paddle warns of ccache
-    name = _build.module_name(form)
-    what = f"the {'CPU and CUDA' if cuda else 'CPU'} op library of the {form} form"
-
-    def build(folder):
-        problem = _build.missing_compiler()
-        if problem:
-            raise _build.BuildError(problem)
-        return _compile(name, folder, cuda, form, what)
-
-    return _build.cached_build(_build.source_hash(cuda, form=form), name, what, build,
-                               lambda folder: _load_built(name, folder))
-
-
-def _compile(name: str, folder, cuda: bool, form: str, what: str):
-    """Compiles `form`'s library into `folder` with Paddle's builder and loads it."""
-    with _quiet_paddle():
-        from paddle.utils.cpp_extension import load
     flags = _build.compile_flags(cuda)
     flags["cxx"] = flags["cxx"] + _build.form_flags(form)
     if "nvcc" in flags:  # the kernels are compiled for the form too (mtp_bookkeeping.h)
         flags["nvcc"] = flags["nvcc"] + _build.form_flags(form)
+    return cached_library(_build.source_hash(cuda, form=form), _build.module_name(form),
+                          f"the {'CPU and CUDA' if cuda else 'CPU'} op library of the {form} form",
+                          _build.sources(cuda), flags, _build.link_flags(cuda))
+
+
+def cached_library(key: str, name: str, what: str, sources, flags, ldflags):
+    """The library `name` compiled from `sources` with `flags` ({"cxx": [...],
+    "nvcc": [...]}) and `ldflags` into the build cache under `key`, once
+    however many processes ask at once (_build.cached_build), and loaded.
+    The op library and the benchmark's reference library are both built so."""
+    def build(folder):
+        problem = _build.missing_compiler()
+        if problem:
+            raise _build.BuildError(problem)
+        return _compile(name, folder, sources, flags, ldflags, what)
+
+    return _build.cached_build(key, name, what, build, lambda folder: _load_built(name, folder))
+
+
+def _compile(name: str, folder, sources, flags, ldflags, what: str):
+    """Compiles `name` into `folder` with Paddle's builder and loads it."""
+    with _quiet_paddle():
+        from paddle.utils.cpp_extension import load
     try:
         with _quiet_paddle():
             module = load(
                 name=name,
-                sources=_build.sources(cuda),
+                sources=list(sources),
                 extra_cxx_cflags=flags["cxx"],
                 extra_cuda_cflags=flags.get("nvcc", []),
-                extra_ldflags=_build.link_flags(cuda),
+                extra_ldflags=ldflags,
                 build_directory=str(folder),
                 verbose=False,
             )

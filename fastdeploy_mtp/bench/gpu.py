@@ -48,27 +48,16 @@ K = 3
 @functools.lru_cache(maxsize=None)
 def bench_library():
     """The benchmark's reference library (every form's FastDeploy-shaped
-    baseline), built once under the loader's lock like the op library."""
-    from paddle.utils.cpp_extension import load
-    from paddle.utils.cpp_extension.extension_utils import _import_module_from_library
-
+    baseline), built once like the op library (ops.cached_library)."""
     d = _build.SOURCE_DIR / "bench"
-    name = "fastdeploy_mtp_bench_ops"
     flags = _build.compile_flags(True)
     # Every form's baseline is in this one library, so its rules know every form.
     flags = {k: v + ["-DMTP_ALL_FORMS"] for k, v in flags.items()}
-
-    def build(folder):
-        return load(name=name,
-                    sources=[str(d / "bench_ops.cc"), str(d / "bench_kernels.cu"),
-                             str(d / "agreement_floor.cu")],
-                    extra_cxx_cflags=flags["cxx"], extra_cuda_cflags=flags["nvcc"],
-                    extra_ldflags=_build.link_flags(True),
-                    build_directory=str(folder), verbose=False)
-
-    return _build.cached_build("bench-" + _build.source_hash(True, d), name,
-                               "the benchmark's reference library", build,
-                               lambda folder: _import_module_from_library(name, str(folder)))
+    return ops.cached_library(
+        "bench-" + _build.source_hash(True, d), "fastdeploy_mtp_bench_ops",
+        "the benchmark's reference library",
+        [str(d / "bench_ops.cc"), str(d / "bench_kernels.cu"), str(d / "agreement_floor.cu")],
+        flags, _build.link_flags(True))
 
 
 class _Env:
