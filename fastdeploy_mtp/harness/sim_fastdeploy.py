@@ -170,6 +170,11 @@ def insert(proposer, requests: Iterable[Request], recompute=None, form: str = "r
         write(proposer.state[name], a[name])
 
 
+# The two buffers FastDeploy's proposer passes swapped in the rollback and
+# recompute forms' call (preprocess_call): the op's name -> the runner's buffer.
+SWAPPED_BY_FASTDEPLOY = {"is_block_step": "batch_drop", "batch_drop": "is_block_step"}
+
+
 def preprocess_call(proposer, recompute=None, max_dec_len=None):
     """draft_model_preprocess as FastDeploy's proposer calls it: (form, its
     tensors by the op's input names, its attributes by name).
@@ -190,31 +195,29 @@ def preprocess_call(proposer, recompute=None, max_dec_len=None):
     cfg = proposer.config
     k = cfg.num_model_steps
     if max_dec_len is not None:
-        form = "shadow"
-        tensors = (s["draft_tokens"], s["input_ids"], s["stop_flags"], s["seq_lens_this_time"],
-                   s["seq_lens_encoder"], s["seq_lens_decoder"], s["step_idx"],
-                   s["not_need_stop"], s["pre_ids"], b["accept_tokens"], b["accept_num"],
-                   b["seq_lens_encoder"], b["seq_lens_decoder"], b["step_idx"], b["stop_flags"],
-                   max_dec_len, b["draft_tokens"])
+        form, swapped = "shadow", {}
         attrs = (k, cfg.role == "prefill")
     else:
-        form = "rollback" if recompute is None else "recompute"
-        tensors = ((s["draft_tokens"], s["input_ids"], s["stop_flags"], s["seq_lens_this_time"],
-                    s["seq_lens_encoder"], s["seq_lens_decoder"], s["step_idx"],
-                    s["not_need_stop"],
-                    s["batch_drop"],      # in the op's is_block_step
-                    s["is_block_step"],   # in the op's batch_drop
-                    s["pre_ids"], s["mask_rollback"])
-                   + (() if recompute is None else (recompute,))
-                   + (b["accept_tokens"], b["accept_num"], b["seq_lens_this_time"],
-                      b["seq_lens_encoder"], b["seq_lens_decoder"], b["step_idx"],
-                      b["stop_flags"], b["is_block_step"], b["draft_tokens"]))
+        form, swapped = ("rollback" if recompute is None else "recompute"), SWAPPED_BY_FASTDEPLOY
         # speculative_method in ("eagle", "mtp") and ENABLE_V1_KVCACHE_SCHEDULER:
         # the harness's node sets both as FastDeploy's MTP runner does.
         attrs = (k, bool(cfg.truncate_first_token), cfg.role == "prefill",
                  bool(cfg.kvcache_scheduler_v1))
+    own = {"recompute_token_num": recompute, "max_dec_len": max_dec_len}
+
+    def buffer(name):
+        """The runner's buffer FastDeploy passes where the op declares `name`."""
+        if name in own:
+            return own[name]
+        for prefix in ("base_model_", "target_model_"):
+            if name.startswith(prefix):
+                return b[name[len(prefix):]]
+        if name in ("accept_tokens", "accept_num"):  # the base model's
+            return b[name]
+        return s[swapped.get(name, name)]
+
     sig = FORMS[form]["draft_model_preprocess"]
-    return (form, dict(zip(sig.input_names, tensors)), dict(zip(sig.attr_names, attrs)))
+    return (form, {n: buffer(n) for n in sig.input_names}, dict(zip(sig.attr_names, attrs)))
 
 
 def count_preprocess_writes(form: str, inputs: dict, attrs: dict, tally: OutsideWrites,

@@ -62,16 +62,15 @@ class Tally:
 
     @property
     def failed(self) -> bool:
-        """Whether any check fired. A write outside a row fails the run too:
-        FastDeploy's kernels index a row of pre_ids or input_ids unchecked, so
-        such a write lands in another request's row or outside the tensor."""
-        return (self.violations > 0
-                or (self.model is not None and self.model.disagreements > 0)
-                or (self.outside is not None and self.outside.total > 0))
+        """Whether any check fired (failures)."""
+        return bool(self.failures)
 
     @property
     def failures(self) -> List[str]:
-        """What failed the run, a phrase for each check that fired (none: it passed)."""
+        """What failed the run, a phrase for each check that fired (none: it
+        passed). A write outside a row fails it too: FastDeploy's kernels
+        index a row of pre_ids or input_ids unchecked, so such a write lands
+        in another request's row or outside the tensor."""
         said = []
         if self.violations > 0:
             said.append("the mask offsets drifted")
