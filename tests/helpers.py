@@ -408,3 +408,18 @@ def assert_raw_refused(library, sig, state, attrs, message, device):
     with pytest.raises(RAW_REFUSED, match=re.escape(message)):
         call_raw(library, sig, t, attrs)
     assert_states_equal(to_numpy(t), state)
+
+
+def decode_states_case(state, before, n):
+    """A two-request mask state (`state`: mask_state's or shadow_mask_state's,
+    request 0 a decode, request 1 a one-token prompt) set so that request 0
+    decodes `n` tokens on the row `before` of decode_states, and request 1's
+    row is all 3 (a prompt's row, which no rule touches)."""
+    s = dict(state)
+    s["decode_states"] = np.array([before, [3] * len(before)], np.int32)
+    s["seq_lens_this_time"] = np.array([n, 1], np.int32)
+    s["cu_seqlens_q"] = np.array([0, n, n + 1], np.int32)
+    s["ids_remove_padding"] = np.zeros(n + 1, np.int64)
+    s["seq_lens_encoder"] = s["seq_lens_encoder"].copy()
+    s["seq_lens_encoder"][1] = 4
+    return s

@@ -11,7 +11,7 @@ from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import read_registered
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
 from helpers import (DEVICES, WITH_GUARDED, assert_raw_refused, assert_states_equal, call_op,
-                     preprocess_attrs, raw_refusal_cases,
+                     decode_states_case, preprocess_attrs, raw_refusal_cases,
                      run_mask_op, run_mask_ref, run_preprocess_op, run_preprocess_ref, to_numpy,
                      to_tensors)
 
@@ -179,13 +179,8 @@ DECODE_STATE_CASES = [
 @pytest.mark.parametrize("before,n,after", DECODE_STATE_CASES)
 def test_decode_states_follow_fastdeploy(device, before, n, after):
     Ds = len(before)
-    s = states.mask_state(np.random.default_rng(5), 2, branches=["decode", "prompt"],
-                          prompt_tokens=1)
-    s["decode_states"] = np.array([before, [3] * Ds], np.int32)
-    s["seq_lens_this_time"] = np.array([n, 1], np.int32)
-    s["cu_seqlens_q"] = np.array([0, n, n + 1], np.int32)
-    s["ids_remove_padding"] = np.zeros(n + 1, np.int64)
-    s["seq_lens_encoder"][1] = 4
+    s = decode_states_case(states.mask_state(
+        np.random.default_rng(5), 2, branches=["decode", "prompt"], prompt_tokens=1), before, n)
     _, got = run_mask_op(s, device)
     np.testing.assert_array_equal(got["decode_states"][0], after)
     np.testing.assert_array_equal(got["decode_states"][1], [3] * Ds)  # a prompt's row: untouched

@@ -15,7 +15,8 @@ from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
 import guarded
 from helpers import (DEVICES, assert_raw_alias_refused, assert_raw_refused, assert_states_equal,
-                     call_raw, raw_refusal_cases, same_kind_pairs, to_numpy, to_tensors)
+                     call_raw, decode_states_case, raw_refusal_cases, same_kind_pairs, to_numpy,
+                     to_tensors)
 
 pytestmark = pytest.mark.skipif(
     ops.process_form() != "shadow",
@@ -340,13 +341,8 @@ SHADOW_DECODE_STATE_CASES = [
 @pytest.mark.parametrize("before,n,after", SHADOW_DECODE_STATE_CASES)
 def test_decode_states_follow_the_eight_tensor_op(device, before, n, after):
     Ds = len(before)
-    s = states.shadow_mask_state(np.random.default_rng(5), 2, branches=["decode", "prompt"],
-                                 prompt_tokens=1)
-    s["decode_states"] = np.array([before, [3] * Ds], np.int32)
-    s["seq_lens_this_time"] = np.array([n, 1], np.int32)
-    s["cu_seqlens_q"] = np.array([0, n, n + 1], np.int32)
-    s["ids_remove_padding"] = np.zeros(n + 1, np.int64)
-    s["seq_lens_encoder"][1] = 4
+    s = decode_states_case(states.shadow_mask_state(
+        np.random.default_rng(5), 2, branches=["decode", "prompt"], prompt_tokens=1), before, n)
     want = states.copy_state(s)
     want_out = reference.update_attn_mask_offsets_shadow(**want)
     if device == "guarded":

@@ -13,6 +13,14 @@ from fastdeploy_mtp import _build, ops
 from fastdeploy_mtp.signature import DEFAULT_FORM
 
 
+
+def set_env(monkeypatch, name, value):
+    """The environment variable `name` set to `value`, or unset for None."""
+    if value is None:
+        monkeypatch.delenv(name, raising=False)
+    else:
+        monkeypatch.setenv(name, value)
+
 @pytest.fixture
 def installed(monkeypatch, tmp_path):
     """An installed fastdeploy_mtp_ops as importlib sees it, and a private stamp file."""
@@ -232,10 +240,7 @@ def no_form_loaded(monkeypatch):
                                          ("rollback", "rollback")])
 def test_the_form_variable_names_the_process_form_and_empty_means_unset(
         monkeypatch, no_form_loaded, value, form):
-    if value is None:
-        monkeypatch.delenv("FASTDEPLOY_MTP_FORM", raising=False)
-    else:
-        monkeypatch.setenv("FASTDEPLOY_MTP_FORM", value)
+    set_env(monkeypatch, "FASTDEPLOY_MTP_FORM", value)
     assert ops.process_form() == form
 
 
@@ -313,10 +318,7 @@ def test_a_cache_variable_naming_an_unwritable_place_is_refused(monkeypatch):
                                            ("1", True)])
 def test_the_build_variable_set_empty_and_unset(monkeypatch, value, forced):
     """1 builds from source even where a current library is installed."""
-    if value is None:
-        monkeypatch.delenv("FASTDEPLOY_MTP_BUILD", raising=False)
-    else:
-        monkeypatch.setenv("FASTDEPLOY_MTP_BUILD", value)
+    set_env(monkeypatch, "FASTDEPLOY_MTP_BUILD", value)
     monkeypatch.setattr(ops, "_installed_is_current", lambda form: True)
     monkeypatch.setattr(ops, "_import_installed", lambda: "installed")
     monkeypatch.setattr(ops, "_build_from_source", lambda form: "built")
@@ -340,10 +342,7 @@ def test_a_bad_build_variable_is_refused_in_one_line(monkeypatch, bad):
 @pytest.mark.parametrize("value, on", [(None, False), ("", False), ("0", False),
                                        ("undefined", True)])
 def test_the_sanitize_variable_set_empty_and_unset(monkeypatch, value, on):
-    if value is None:
-        monkeypatch.delenv("FASTDEPLOY_MTP_SANITIZE", raising=False)
-    else:
-        monkeypatch.setenv("FASTDEPLOY_MTP_SANITIZE", value)
+    set_env(monkeypatch, "FASTDEPLOY_MTP_SANITIZE", value)
     assert _build.sanitizer_flags() == (list(_build.UNDEFINED_BEHAVIOUR_FLAGS) if on else [])
 
 
@@ -417,10 +416,7 @@ def _ptx(*archs):
 def archs(monkeypatch):
     """The arch flags for a setting, the GPUs visible and the archs nvcc knows."""
     def flags(value, visible=(), known=NVCC_13):
-        if value is None:
-            monkeypatch.delenv(_build.ARCH_VARIABLE, raising=False)
-        else:
-            monkeypatch.setenv(_build.ARCH_VARIABLE, value)
+        set_env(monkeypatch, _build.ARCH_VARIABLE, value)
         monkeypatch.setattr(_build, "visible_gpu_archs", lambda: tuple(visible))
         monkeypatch.setattr(_build, "nvcc_archs", lambda: known)
         return _build.cuda_arch_flags()
@@ -501,10 +497,7 @@ def test_the_arch_list_is_part_of_the_cuda_build_hash(monkeypatch):
     monkeypatch.delenv("PADDLE_CUDA_ARCH_LIST", raising=False)
     hashes = {}
     for value in (None, "", "9.0", "90", "8.0", "8.0 9.0", "9.0+PTX 8.0", "8.0+PTX 9.0"):
-        if value is None:
-            monkeypatch.delenv(_build.ARCH_VARIABLE, raising=False)
-        else:
-            monkeypatch.setenv(_build.ARCH_VARIABLE, value)
+        set_env(monkeypatch, _build.ARCH_VARIABLE, value)
         hashes[value] = _build.source_hash(True)
         assert _build.cuda_arch_flags() == _build.compile_flags(True)["nvcc"][-len(
             _build.cuda_arch_flags()):]
