@@ -36,7 +36,7 @@ PY
 
 compile_all() {  # compile_all LABEL FLAGS...
   local label="$1"; shift
-  for src in custom_ops/*_op.cc custom_ops/bench/bench_ops.cc; do
+  for src in custom_ops/*.cc custom_ops/bench/bench_ops.cc; do
     g++ -std=c++17 -fsyntax-only -DPADDLE_WITH_CUDA -D_GLIBCXX_USE_CXX11_ABI=1 "$@" \
       -I"$py" -I"$cuda/include" -I"$cuda/include/cccl" -Icustom_ops "$src"
     echo "GPU branch compiles ($label): $src"

@@ -82,14 +82,13 @@ else:
 arch80_cache="${TMPDIR:-/tmp}/fastdeploy_mtp-arch80"
 arch80=(env -u PADDLE_CUDA_ARCH_LIST FASTDEPLOY_MTP_CUDA_ARCH=8.0 FASTDEPLOY_MTP_BUILD=1
         FASTDEPLOY_MTP_CACHE="$arch80_cache")
-arch80_libs() {  # each form's library of these sources, where the compute_80 build puts it
+arch80_libs() {  # the library of these sources, where the compute_80 build puts it
   "${arch80[@]}" python3 -c "
 from fastdeploy_mtp import _build
-for form in _build.FORM_NAMES:
-    name = _build.module_name(form)
-    print(_build.cache_root() / _build.source_hash(True, form=form) / name / (name + '.so'))"
+name = _build.MODULE_NAME
+print(_build.cache_root() / _build.source_hash(True) / name / (name + '.so'))"
 }
-arch80_code() {  # each form's compute_80 build holds sm_80 code and compute_80 PTX, nothing newer
+arch80_code() {  # the compute_80 build holds sm_80 code and compute_80 PTX, nothing newer
   local lib listed libs
   libs="$(arch80_libs)" || return 1
   while read -r lib; do
@@ -104,13 +103,11 @@ arch80_code() {  # each form's compute_80 build holds sm_80 code and compute_80 
     grep -Eq 'ELF file.*sm_80' <<< "$listed" || { echo "no sm_80 code"; return 1; }
     grep -Eq 'PTX file.*(sm|compute)_80' <<< "$listed" || { echo "no compute_80 PTX"; return 1; }
   done <<< "$libs"
-  echo "compute_80 build: sm_80 code and compute_80 PTX only, in each form's library"
+  echo "compute_80 build: sm_80 code and compute_80 PTX only"
 }
 arch80_steps() {
-  step "compute_80 build (FASTDEPLOY_MTP_CUDA_ARCH=8.0), each form" "building|built|rror" \
-    "${arch80[@]}" bash -c 'for form in rollback recompute shadow; do
-      FASTDEPLOY_MTP_FORM=$form python3 -c "from fastdeploy_mtp import ops; ops.load_library()" \
-        || exit 1; done'
+  step "compute_80 build (FASTDEPLOY_MTP_CUDA_ARCH=8.0)" "building|built|rror" \
+    "${arch80[@]}" python3 -c "from fastdeploy_mtp import ops; ops.load_library()"
   step "compute_80 build: its code (cuobjdump)" "compute_80 build|code of|no " arch80_code
   [ "${SKIP_PYTEST:-0}" = 1 ] || arch80_tests
   [ "${SKIP_FUZZ:-0}" = 1 ] || arch80_fuzz
@@ -121,11 +118,9 @@ arch80_tests() {
   step "compute_80 build: differential and bad-input tests on the GPU" "passed|failed" \
     "${arch80[@]}" python3 -m pytest -q -p no:cacheprovider -k gpu \
     tests/test_differential.py tests/test_bad_input.py
-  for form in recompute shadow; do
-    step "compute_80 build: the $form form's tests" "passed|failed" \
-      "${arch80[@]}" FASTDEPLOY_MTP_FORM=$form python3 -m pytest -q -p no:cacheprovider \
-      tests/test_form_$form.py
-  done
+  step "compute_80 build: the recompute and shadow forms' tests" "passed|failed" \
+    "${arch80[@]}" python3 -m pytest -q -p no:cacheprovider tests/test_form_recompute.py \
+    tests/test_form_shadow.py
   step "compute_80 build: simulate --device gpu --graphs, tiny model, PD, images" \
     "OK|FAILED|draft model" "${arch80[@]}" python3 -m fastdeploy_mtp simulate --device gpu \
     --graphs --draft-model tiny --mode pd -k 3 --image-prob 0.5 --steps 40 --quiet
@@ -166,15 +161,11 @@ step "registration check" "matches|DIFFER" python3 -m fastdeploy_mtp check
 if [ "${SKIP_PYTEST:-0}" != 1 ]; then
   step "pytest (CPU and GPU)" "passed|failed" python3 -m pytest -q -p no:cacheprovider tests
 fi
-for form in recompute shadow; do
-  step "the $form form's tests (CPU and GPU)" "passed|failed" \
-    env FASTDEPLOY_MTP_FORM=$form python3 -m pytest -q -p no:cacheprovider \
-    tests/test_form_$form.py
-  for tool in memcheck racecheck synccheck; do
-    step "$tool over the $form form's GPU cases" "ERROR SUMMARY|RACECHECK SUMMARY|HAZARD|passed|failed" \
-      env FASTDEPLOY_MTP_FORM=$form compute-sanitizer --tool $tool --error-exitcode 3 \
-      python3 -m pytest -q -p no:cacheprovider tests/test_form_$form.py -k "gpu"
-  done
+for tool in memcheck racecheck synccheck; do
+  step "$tool over the recompute and shadow forms' GPU cases" \
+    "ERROR SUMMARY|RACECHECK SUMMARY|HAZARD|passed|failed" \
+    compute-sanitizer --tool $tool --error-exitcode 3 python3 -m pytest -q -p no:cacheprovider \
+    tests/test_form_recompute.py tests/test_form_shadow.py -k "gpu"
 done
 step "simulate --device gpu, the shadow form, tiny model, PD, images" "OK|FAILED|draft model" \
   python3 -m fastdeploy_mtp simulate --device gpu --runner fastdeploy --form shadow \

@@ -292,7 +292,7 @@ void step(const Variant& v, const State& s, const Record& r, bool* not_need_stop
     CHECK(mtp::launch_preprocess_free(t, kAttrs, s.bsz, not_need_stop, out, r.grid, stream,
                                       v.shape));
   } else if (v.pre) {
-    CHECK(mtp::launch_preprocess(t, kAttrs, s.bsz, not_need_stop, out, r.grid, stream,
+    CHECK(mtp::launch_preprocess<mtp::Form::kRollback>(t, kAttrs, s.bsz, not_need_stop, out, r.grid, stream,
                                  v.own_pre_shape ? v.pre_shape : v.shape));
   } else {
     launch_empty(false, stream);
@@ -302,7 +302,7 @@ void step(const Variant& v, const State& s, const Record& r, bool* not_need_stop
     if (v.mask && v.free_agreement) {
       CHECK(mtp::launch_mask_free(m, s.bsz, out, r.grid, stream, v.shape));
     } else if (v.mask) {
-      CHECK(mtp::launch_mask(m, s.bsz, out, r.grid, stream, v.shape));
+      CHECK(mtp::launch_mask<mtp::Form::kRollback>(m, s.bsz, out, r.grid, stream, v.shape));
     } else {
       launch_empty(false, stream);
     }

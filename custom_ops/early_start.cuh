@@ -49,18 +49,16 @@ __device__ __forceinline__ T* address_now(T* p, bool exists) {
   return p;
 }
 // `base` such that base + i * cols is request i's row, that row computed now
-// (a row of no columns is not touched: its tensor may have no memory). A
-// null `base` is a tensor the form does not have, and stays null.
+// (a row of no columns is not touched: its tensor may have no memory).
 template <typename T>
 __device__ __forceinline__ T* row_now(T* base, int64_t i, int64_t cols, bool exists) {
-#if MTP_SHADOW_BUILD
-  if (base == nullptr) return nullptr;
-#endif
   return address_now(base + i * cols, exists && cols > 0) - i * cols;
 }
 
 // The op's tensors with request i's rows computed now (row_now; `exists`:
-// request i is in the batch, else nothing is touched).
+// request i is in the batch, else nothing is touched); a tensor form F does
+// not have stays null.
+template <Form F>
 __device__ PreprocessTensors rows_now(PreprocessTensors t, int64_t i, bool exists) {
   t.draft_tokens = row_now(t.draft_tokens, i, t.draft_cols, exists);
   t.input_ids = row_now(t.input_ids, i, t.input_cols, exists);
@@ -69,30 +67,36 @@ __device__ PreprocessTensors rows_now(PreprocessTensors t, int64_t i, bool exist
   t.seq_lens_encoder = row_now(t.seq_lens_encoder, i, 1, exists);
   t.seq_lens_decoder = row_now(t.seq_lens_decoder, i, 1, exists);
   t.step_idx = row_now(t.step_idx, i, 1, exists);
-  t.is_block_step = row_now(t.is_block_step, i, 1, exists);
-  t.batch_drop = row_now(t.batch_drop, i, 1, exists);
   t.pre_ids = row_now(t.pre_ids, i, t.pre_cols, exists);
-  t.mask_rollback = row_now(t.mask_rollback, i, 1, exists);
   t.accept_tokens = row_now(t.accept_tokens, i, t.accept_cols, exists);
   t.accept_num = row_now(t.accept_num, i, 1, exists);
   t.base_seq_lens_decoder = row_now(t.base_seq_lens_decoder, i, 1, exists);
   t.base_step_idx = row_now(t.base_step_idx, i, 1, exists);
   t.base_stop_flags = row_now(t.base_stop_flags, i, 1, exists);
-  t.base_is_block_step = row_now(t.base_is_block_step, i, 1, exists);
   t.base_draft_tokens = row_now(t.base_draft_tokens, i, t.base_draft_cols, exists);
-  if (kShadowBuild) t.max_dec_len = row_now(t.max_dec_len, i, 1, exists);
+  if constexpr (F == Form::kShadow) {
+    t.max_dec_len = row_now(t.max_dec_len, i, 1, exists);
+  } else {
+    t.is_block_step = row_now(t.is_block_step, i, 1, exists);
+    t.batch_drop = row_now(t.batch_drop, i, 1, exists);
+    t.mask_rollback = row_now(t.mask_rollback, i, 1, exists);
+    t.base_is_block_step = row_now(t.base_is_block_step, i, 1, exists);
+  }
   return t;
 }
+template <Form F>
 __device__ MaskTensors rows_now(MaskTensors t, int64_t i, bool exists) {
   t.seq_lens_this_time = row_now(t.seq_lens_this_time, i, 1, exists);
   t.seq_lens_encoder = row_now(t.seq_lens_encoder, i, 1, exists);
   t.seq_lens_decoder = row_now(t.seq_lens_decoder, i, 1, exists);
   t.cu_seqlens_q = row_now(t.cu_seqlens_q, i, 1, exists);
   t.mask_full = row_now(t.mask_full, i, t.mask_full_cols, exists);
-  t.mask_decoder = row_now(t.mask_decoder, i, 1, exists);
   t.is_block_step = row_now(t.is_block_step, i, 1, exists);
   t.decode_states = row_now(t.decode_states, i, t.decode_states_cols, exists);
-  t.mask_rollback = row_now(t.mask_rollback, i, 1, exists);
+  if constexpr (F != Form::kShadow) {
+    t.mask_decoder = row_now(t.mask_decoder, i, 1, exists);
+    t.mask_rollback = row_now(t.mask_rollback, i, 1, exists);
+  }
   return t;
 }
 

@@ -37,15 +37,13 @@ inline std::string fill(const char* words, const int64_t* v) {
 }
 
 // The shadow form names the base model the target model (its tensors are
-// target_model_*); the words name the tensors as the form in this build does.
-#ifdef MTP_FORM_SHADOW
-constexpr const char* kBaseModelPrefix = "target_model_";
-#else
-constexpr const char* kBaseModelPrefix = "base_model_";
-#endif
+// target_model_*); the words name the tensors as the failing call's form does.
+inline const char* base_model_prefix(Form f) {
+  return f == Form::kShadow ? "target_model_" : "base_model_";
+}
 
-inline std::string with_form_names(std::string s) {
-  const std::string from = "base_model_", to = kBaseModelPrefix;
+inline std::string with_form_names(std::string s, Form f) {
+  const std::string from = "base_model_", to = base_model_prefix(f);
   if (from == to) return s;
   for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
     s.replace(at, from.size(), to);
@@ -56,7 +54,7 @@ inline std::string with_form_names(std::string s) {
 // differs when an earlier asynchronous call's error surfaces here.
 inline std::string describe_failure(const char* op, const BatchResult& r) {
   std::string s;
-  const int64_t failed = r.origin & (kDeferred - 1);
+  const OpId failed = origin_op(r.origin);
   const char* failed_name = failed == kPreprocessOp ? "draft_model_preprocess"
                             : failed == kMaskOp     ? "update_attn_mask_offsets"
                                                     : op;
@@ -67,7 +65,7 @@ inline std::string describe_failure(const char* op, const BatchResult& r) {
   }
   s += join("request ", r.request, ": ");
   const char* words = failure_words(r.code);
-  s += words != nullptr ? with_form_names(fill(words, r.v)) : join("unknown check ", r.code);
+  s += words != nullptr ? with_form_names(fill(words, r.v), origin_form(r.origin)) : join("unknown check ", r.code);
   return s;
 }
 

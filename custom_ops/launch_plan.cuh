@@ -39,7 +39,7 @@ constexpr int kClusterArch = 90;
 // JIT-compiles), so one kernel answers for all.
 int kernel_image_arch() {
   cudaFuncAttributes a;
-  if (cudaFuncGetAttributes(&a, preprocess_kernel<WholeGrid>) != cudaSuccess) {
+  if (cudaFuncGetAttributes(&a, preprocess_kernel<Form::kRollback, WholeGrid>) != cudaSuccess) {
     (void)cudaGetLastError();  // unknown: no clusters, and nothing left to report
     return -1;
   }
@@ -148,34 +148,38 @@ R with_mask_kernel(KernelId k, R otherwise, F f) {
   }
 }
 
-// The device a launch goes to (the thread's current one, which the bindings
-// made the tensors'), as launch_rules.h asks about it.
+// The thread's current device (the bindings made it the tensors'); -1 if unknown.
+int current_device() {
+  int d = -1;
+  if (cudaGetDevice(&d) != cudaSuccess || d < 0 || d >= kDevices) d = -1;
+  return d;
+}
+
+// The device a launch goes to, as launch_rules.h asks about it, for the
+// kernels of form F (whose occupancy is their own).
+template <Form F>
 struct CudaDevice {
   int dev;  // -1: unknown, which plans the one block without overlap
 
-  static CudaDevice current() {
-    int d = -1;
-    if (cudaGetDevice(&d) != cudaSuccess || d < 0 || d >= kDevices) d = -1;
-    return CudaDevice{d};
-  }
+  static CudaDevice current() { return CudaDevice{current_device()}; }
   bool clusters() const { return dev >= 0 && cluster_launches(dev); }
   int resident(KernelId k, int threads) const {
     if (dev < 0) return -1;
-    if (k.lanes == 0) return resident_blocks<preprocess_kernel<WholeGrid>>(dev, threads);
+    if (k.lanes == 0) return resident_blocks<preprocess_kernel<F, WholeGrid>>(dev, threads);
     return with_mask_kernel(k, -1, [&](auto lanes, auto share) {
-      return resident_blocks<mask_kernel<decltype(lanes)::value, decltype(share)::value,
+      return resident_blocks<mask_kernel<mask_form(F), decltype(lanes)::value, decltype(share)::value,
                                          WholeGrid>>(dev, threads);
     });
   }
   bool cluster_fits(KernelId k, int blocks, int threads) const {
     if (dev < 0) return false;
-    if (k.lanes == 0) return cluster_fits_on<preprocess_kernel<Cluster>>(dev, blocks, threads);
+    if (k.lanes == 0) return cluster_fits_on<preprocess_kernel<F, Cluster>>(dev, blocks, threads);
     return with_mask_kernel(k, false, [&](auto lanes, auto share) {
       constexpr int kLanes = decltype(lanes)::value;
       if constexpr (!cluster_lanes(kLanes)) {
         return false;
       } else {
-        return cluster_fits_on<mask_kernel<kLanes, decltype(share)::value, Cluster>>(dev, blocks,
+        return cluster_fits_on<mask_kernel<mask_form(F), kLanes, decltype(share)::value, Cluster>>(dev, blocks,
                                                                                   threads);
       }
     });
@@ -192,10 +196,10 @@ template <auto kKernel, typename... Args>
 cudaError_t launch(const Launch& l, cudaStream_t stream, Args&&... args) {
   if (l.threads <= 0) return cudaErrorInvalidConfiguration;
   if (l.scope == Scope::kCluster || l.overlap) {
-    const CudaDevice d = CudaDevice::current();
-    if (!d.clusters()) return cudaErrorInvalidConfiguration;
+    const int dev = current_device();
+    if (dev < 0 || !cluster_launches(dev)) return cudaErrorInvalidConfiguration;
     if (l.scope == Scope::kCluster && l.blocks > kPortableClusterBlocks &&
-        !allow_big_clusters<kKernel>(d.dev))
+        !allow_big_clusters<kKernel>(dev))
       return cudaErrorInvalidConfiguration;
   }
   cudaLaunchAttribute attrs[2];
@@ -236,13 +240,13 @@ cudaError_t with_scope(const Launch& l, const GridScratch& scratch, F f) {
 
 // Launches the mask kernel of `kLanes` lanes, kShare, in `scope`: the
 // kernels a plan can name (no cluster of 8 lanes; launch_rules.h).
-template <int kLanes, bool kShare, typename Scope, typename... Args>
+template <Form F, int kLanes, bool kShare, typename Scope, typename... Args>
 cudaError_t launch_mask_kernel(const Launch& l, cudaStream_t stream, Scope scope,
                                Args&&... args) {
   if constexpr (std::is_same<Scope, Cluster>::value && !cluster_lanes(kLanes)) {
     return cudaErrorInvalidConfiguration;
   } else {
-    return launch<mask_kernel<kLanes, kShare, Scope>>(l, stream, std::forward<Args>(args)...,
+    return launch<mask_kernel<F, kLanes, kShare, Scope>>(l, stream, std::forward<Args>(args)...,
                                                       scope);
   }
 }

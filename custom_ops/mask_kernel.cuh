@@ -203,7 +203,7 @@ struct SharedPrompts {
 
 // Request i's writes by the lanes of its group. A shared prompt's tokens are
 // the block's (SharedPrompts), and a prompt has nothing else to write.
-template <typename G>
+template <Form F, typename G>
 __device__ void group_writes_mask(const MaskTensors& t, const MaskPlan& p, int64_t i,
                                   int32_t offset, const G& g, bool shared) {
   if (p.branch == kSkip || shared) return;
@@ -215,10 +215,11 @@ __device__ void group_writes_mask(const MaskTensors& t, const MaskPlan& p, int64
     const int32_t j = p.n - left;
     o[end_entry(j)] = mask_token_end(t, p, i, j);
   }
-  if (writes_decode_states(t, p)) {
-    for (int64_t j = g.sub; j < t.decode_states_cols; j += g.lanes) write_decode_state(t, p, i, j);
+  if (writes_decode_states<F>(p)) {
+    for (int64_t j = g.sub; j < t.decode_states_cols; j += g.lanes)
+      write_decode_state<F>(t, p, i, j);
   }
-  if (g.sub == 0) finish_mask_request(t, p, i);
+  if (g.sub == 0) finish_mask_request<F>(t, p, i);
 }
 
 // Requests first, first + groups, ... a group: the first one keeps its plan
@@ -226,7 +227,7 @@ __device__ void group_writes_mask(const MaskTensors& t, const MaskPlan& p, int64
 // one); any further ones are read again. The loops are warp-uniform (every
 // group of a warp turns together), as the checks' ballots need. Block sizes
 // are multiples of 32, so every warp is whole.
-template <int kLanes, bool kShare, typename Scope>
+template <Form F, int kLanes, bool kShare, typename Scope>
 __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t, int64_t bsz,
                                                                Reporting out, Scope scope) {
   constexpr bool kOneBlock = std::is_same<Scope, OneBlock>::value;
@@ -248,7 +249,7 @@ __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t,
                                : scope.first() / kLanes,
                 groups = scope.stride() / kLanes;
   // The first request's rows, computed before the wait.
-  const MaskTensors own = rows_now(t, first, first < bsz);
+  const MaskTensors own = rows_now<F>(t, first, first < bsz);
   const int64_t* pending_code = pending_code_now(scope, out);
   wait_for_previous_kernel();
   let_next_kernel_launch();
@@ -257,7 +258,7 @@ __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t,
   // lane of the warp.
   const int64_t behind =
       (int64_t)((threadIdx.x % 32) / kLanes) * (kShare && kRun == 1 ? gridDim.x : 1);
-  const MaskPlan kept = first < bsz ? plan_mask(own, first) : kNoRequest;
+  const MaskPlan kept = first < bsz ? plan_mask<F>(own, first) : kNoRequest;
   const int32_t kept_offset = first < bsz ? first_offsets(own, first, g) : 0;
   // Every entry is written: zeros, then each request's odd entries. The output
   // is a fresh tensor, so it may be zeroed before the batch is validated (the
@@ -294,32 +295,32 @@ __global__ void __launch_bounds__(kMaskMaxThreads, 1) mask_kernel(MaskTensors t,
   }
   for (int64_t i = first + groups; i - behind < bsz; i += groups) {
     const bool mine_too = i < bsz;
-    const MaskPlan p = mine_too ? plan_mask(t, i) : kNoRequest;
+    const MaskPlan p = mine_too ? plan_mask<F>(t, i) : kNoRequest;
     const int32_t offset = mine_too ? first_offsets(t, i, g) : 0;
     // A group's later requests come after its failing one: the first stays.
     if (!group_checks_mask<kOneBlock>(t, p, i, offset, g, false).ok && mine.bad == kNone)
       mine.bad = verdict_of(i);
   }
-  auto check = [&](int64_t i) { return check_mask(t, plan_mask(t, i), i); };
+  auto check = [&](int64_t i) { return check_mask(t, plan_mask<F>(t, i), i); };
   // Spelled with `if constexpr`, so that the kernels that share nothing have
   // no trace of the other path: as one conditional expression the compiler
   // may reorder their code around it.
   Verdict v;
   if constexpr (kShare) {
-    v = agreed ? report_verdict(scope, kMaskOp, out, scope.agree_blocks(block), check)
-               : agree_on_batch(scope, kMaskOp, out, pending, mine, check);
+    v = agreed ? report_verdict(scope, op_of(kMaskOp, F), out, scope.agree_blocks(block), check)
+               : agree_on_batch(scope, op_of(kMaskOp, F), out, pending, mine, check);
   } else {
-    v = agree_on_batch(scope, kMaskOp, out, pending, mine, check);
+    v = agree_on_batch(scope, op_of(kMaskOp, F), out, pending, mine, check);
   }
   if (v.bad != kNone) return;
-  if (first < bsz) group_writes_mask(own, kept, first, kept_offset, g, kept_check.shared);
+  if (first < bsz) group_writes_mask<F>(own, kept, first, kept_offset, g, kept_check.shared);
   if (walks) {
     shared.for_my_tokens(t, [&](int64_t, int32_t q, int32_t j, int32_t offset) {
       t.out[2 * (int64_t)q + end_entry(j)] = prompt_end(offset);
     });
   }
   for (int64_t i = first + groups; i < bsz; i += groups)
-    group_writes_mask(t, plan_mask(t, i), i, first_offsets(t, i, g), g, false);
+    group_writes_mask<F>(t, plan_mask<F>(t, i), i, first_offsets(t, i, g), g, false);
   finish(scope, out, false);
 }
 

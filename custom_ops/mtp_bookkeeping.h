@@ -23,6 +23,8 @@
 
 #include <stdint.h>
 
+#include "forms.h"
+
 // Forced inline on the host too: the CPU drivers call plan_preprocess twice a
 // request, and g++ does not inline a function of the plan's size on its own;
 // a call a request then costs more than the request's work.
@@ -174,27 +176,11 @@ struct PreprocessTensors {
   const int64_t* max_dec_len;
 };
 
-// Whether this build's views may be of the shadow form: its library is built
-// with MTP_FORM_SHADOW (the benchmark's, which holds every form's baseline,
-// with MTP_ALL_FORMS). Elsewhere the shadow form's branches are compiled
-// out, so that the other forms' kernels have no branch on the form between
-// their loads (a branch there can hold a load back until the one before it
-// returns: see load_now). Where the mask kernels meet the form (plan_mask,
-// finish_mask_request, row_now) the preprocessor chooses the lines: a test
-// of the constant kShadowBuild there still changed their generated code.
-#if defined(MTP_FORM_SHADOW) || defined(MTP_ALL_FORMS)
-#define MTP_SHADOW_BUILD 1
-#else
-#define MTP_SHADOW_BUILD 0
-#endif
-constexpr bool kShadowBuild = MTP_SHADOW_BUILD;
-
-// Which of FastDeploy's forms a view is of: the recompute form carries
-// recompute_token_num, the shadow form max_dec_len.
-MTP_HD bool recompute_form(const PreprocessTensors& t) { return t.recompute_token_num != nullptr; }
-MTP_HD bool shadow_form(const PreprocessTensors& t) {
-  return kShadowBuild && t.max_dec_len != nullptr;
-}
+// The form (forms.h, from the signature table) is a template parameter of
+// every function whose rules differ by form, so that each form's code holds
+// only its own branches (a branch on the form between the loads would hold a
+// load back until the one before it returns: see load_now). A form's views
+// leave the fields of the tensors it has not null.
 
 struct PreprocessAttrs {
   int32_t num_model_step;
@@ -284,6 +270,7 @@ struct PreprocessRequest {
   bool recompute_form, shadow_form;
 };
 
+template <Form F>
 MTP_HD PreprocessRequest read_preprocess_request(const PreprocessTensors& t, int64_t i) {
   PreprocessRequest r;
   r.encoder = load_now(t.seq_lens_encoder + i);
@@ -300,9 +287,9 @@ MTP_HD PreprocessRequest read_preprocess_request(const PreprocessTensors& t, int
   r.max_dec_len = 0;
   r.rollback = 0;
   r.is_block_step = r.batch_drop = r.base_block = false;
-  r.recompute_form = recompute_form(t);
-  r.shadow_form = shadow_form(t);
-  if (r.shadow_form) {
+  r.recompute_form = F == Form::kRecompute;
+  r.shadow_form = F == Form::kShadow;
+  if constexpr (F == Form::kShadow) {
     r.max_dec_len = load_now(t.max_dec_len + i);
   } else {
     r.rollback = load_now(t.mask_rollback + i);
@@ -310,7 +297,7 @@ MTP_HD PreprocessRequest read_preprocess_request(const PreprocessTensors& t, int
     r.batch_drop = load_now(t.batch_drop + i);
     r.base_block = load_now(t.base_is_block_step + i);
   }
-  if (r.recompute_form) {
+  if constexpr (F == Form::kRecompute) {
     r.recompute = load_now(t.recompute_token_num + i);
     r.base_this_time = load_now(t.base_seq_lens_this_time + i);
   }
@@ -460,9 +447,10 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const Preproce
   return p;
 }
 
+template <Form F>
 MTP_HD PreprocessPlan plan_preprocess(const PreprocessTensors& t, const PreprocessAttrs& a,
                                       int64_t i) {
-  return plan_preprocess(read_preprocess_request(t, i), a);
+  return plan_preprocess(read_preprocess_request<F>(t, i), a);
 }
 
 // Every branch adds the change of seq_lens_decoder to mask_rollback (the
@@ -655,8 +643,6 @@ struct MaskTensors {
   int32_t* out;  // [2 * T]
 };
 
-MTP_HD bool shadow_form(const MaskTensors& t) { return kShadowBuild && t.mask_decoder == nullptr; }
-
 enum MaskBranch : int32_t { kSkip = 0, kPrompt = 1, kVisionGeneration = 2, kDecode = 3 };
 
 // Request i's branch and every per-request value its checks and writes use,
@@ -670,6 +656,7 @@ struct MaskPlan {
   int32_t cursor, rollback;  // attn_mask_offsets_decoder, mask_rollback
 };
 
+template <Form F>
 MTP_HD MaskPlan plan_mask(const MaskTensors& t, int64_t i) {
   MaskPlan p;
   const int32_t E = load_now(t.seq_lens_encoder + i);
@@ -681,15 +668,14 @@ MTP_HD MaskPlan plan_mask(const MaskTensors& t, int64_t i) {
   p.n = load_now(t.seq_lens_this_time + i);
   p.encoder = E;
   p.decoder = S;
-#if MTP_SHADOW_BUILD
-  // The shadow form's cursor is the request's KV positions, with nothing to roll back.
-  const bool shadow = shadow_form(t);
-  p.cursor = shadow ? S : load_now(t.mask_decoder + i);
-  p.rollback = shadow ? 0 : load_now(t.mask_rollback + i);
-#else
-  p.cursor = load_now(t.mask_decoder + i);
-  p.rollback = load_now(t.mask_rollback + i);
-#endif
+  if constexpr (F == Form::kShadow) {
+    // The shadow form's cursor is the request's KV positions, with nothing to roll back.
+    p.cursor = S;
+    p.rollback = 0;
+  } else {
+    p.cursor = load_now(t.mask_decoder + i);
+    p.rollback = load_now(t.mask_rollback + i);
+  }
   // Selects, not branches: the GPU compiler moved the read of state0 into the
   // branch that uses it, after the reads that decide the branch had returned
   // (a second round trip to memory for a prompt request, seen in the SASS).
@@ -824,40 +810,38 @@ MTP_HD int32_t mask_token_end(const MaskTensors& t, const MaskPlan& p, int64_t i
 // decode branch) rewrites it for every decode, and a column of one of its
 // tokens that holds 1 becomes -1 instead of 0. Only the row's own columns
 // are written, so n may exceed them.
-MTP_HD bool writes_decode_states(const MaskTensors& t, const MaskPlan& p) {
-#if MTP_SHADOW_BUILD
-  if (shadow_form(t)) return p.branch == kDecode;
-#endif
+template <Form F>
+MTP_HD bool writes_decode_states(const MaskPlan& p) {
+  if constexpr (F == Form::kShadow) return p.branch == kDecode;
   return p.branch == kDecode && p.n > 1;
 }
 MTP_HD int32_t decode_state(int64_t j, int32_t n) { return j < n ? 0 : -1; }
 MTP_HD int32_t shadow_decode_state(int32_t old, int64_t j, int32_t n) {
   return j < n && old != 1 ? 0 : -1;
 }
+template <Form F>
 MTP_HD void write_decode_state(const MaskTensors& t, const MaskPlan& p, int64_t i, int64_t j) {
   int32_t* states = t.decode_states + i * t.decode_states_cols;
-#if MTP_SHADOW_BUILD
-  if (shadow_form(t)) {
+  if constexpr (F == Form::kShadow) {
     states[j] = shadow_decode_state(states[j], j, p.n);
-    return;
+  } else {
+    states[j] = decode_state(j, p.n);
   }
-#endif
-  states[j] = decode_state(j, p.n);
 }
 
 // After its tokens: a decode request's cursor has consumed the rollback and
 // advances past them.
+template <Form F>
 MTP_HD void finish_mask_request(const MaskTensors& t, const MaskPlan& p, int64_t i) {
-#if MTP_SHADOW_BUILD
-  if (p.branch != kDecode || shadow_form(t)) return;
-#else
-  if (p.branch != kDecode) return;
-#endif
-  t.mask_rollback[i] = 0;
-  t.mask_decoder[i] = mask_cursor(p) + p.n;
+  if constexpr (F != Form::kShadow) {
+    if (p.branch != kDecode) return;
+    t.mask_rollback[i] = 0;
+    t.mask_decoder[i] = mask_cursor(p) + p.n;
+  }
 }
 
 // All of request i, one thread (the CPU driver); the caller has zeroed `out`.
+template <Form F>
 MTP_HD void apply_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
   if (p.branch == kSkip) return;
   int32_t* out = t.out + 2 * (int64_t)p.q;
@@ -871,16 +855,23 @@ MTP_HD void apply_mask(const MaskTensors& t, const MaskPlan& p, int64_t i) {
     const int32_t cursor = mask_cursor(p);
     for (int32_t j = 0; j < p.n; ++j) out[end_entry(j)] = decode_token_end(cursor, j);
   }
-  if (writes_decode_states(t, p)) {
-    for (int64_t j = 0; j < t.decode_states_cols; ++j) write_decode_state(t, p, i, j);
+  if (writes_decode_states<F>(p)) {
+    for (int64_t j = 0; j < t.decode_states_cols; ++j) write_decode_state<F>(t, p, i, j);
   }
-  finish_mask_request(t, p, i);
+  finish_mask_request<F>(t, p, i);
 }
 
 // What a whole-batch run reports back (a success or the first failure): from the CPU loop (mtp_cpu.h) directly,
 // from the GPU written by the kernel into host-mapped memory (gpu_record.h), or
 // left on the device by an asynchronous call.
 enum OpId : int64_t { kPreprocessOp = 1, kMaskOp = 2 };
+// A failing call's origin: its op in the low two bits, its form above them
+// (so that an error reported by a later call of another form is still worded
+// as the failing form names its tensors).
+constexpr int kOpBits = 2;
+MTP_HD constexpr OpId op_of(OpId op, Form f) { return (OpId)(op | (int64_t)f << kOpBits); }
+MTP_HD OpId origin_op(int64_t origin) { return (OpId)(origin & ((1 << kOpBits) - 1)); }
+MTP_HD Form origin_form(int64_t origin) { return (Form)((origin & 0xff) >> kOpBits); }
 // Set in `origin` when a kernel found an unreported error from an earlier
 // asynchronous call and therefore changed nothing.
 constexpr int64_t kDeferred = 1 << 8;
@@ -892,7 +883,7 @@ struct BatchResult {
   int64_t code;         // Check; kOk when the batch was applied
   int64_t request;      // first failing request index
   int64_t v[4];
-  int64_t origin;       // OpId of the failing call, | kDeferred
+  int64_t origin;       // op_of the failing call, | kDeferred
 };
 static_assert(sizeof(BatchResult) == 64, "the record is copied as raw bytes");
 

@@ -41,30 +41,46 @@
 
 namespace mtp {
 
+template <Form F>
 cudaError_t launch_preprocess(const PreprocessTensors& t, const PreprocessAttrs& a, int64_t bsz,
                               bool* not_need_stop, Reporting out, GridScratch scratch,
                               cudaStream_t stream, const LaunchShape& shape) {
   if (bsz > kMaxBatch) return cudaErrorInvalidValue;
   const Launch l =
-      plan_preprocess_launch(CudaDevice::current(), bsz, scratch.slots != nullptr, shape);
+      plan_preprocess_launch(CudaDevice<F>::current(), bsz, scratch.slots != nullptr, shape);
   return with_scope(l, scratch, [&](auto scope) {
-    return launch<preprocess_kernel<decltype(scope)>>(l, stream, t, a, bsz, not_need_stop, out,
-                                                      scope);
+    return launch<preprocess_kernel<F, decltype(scope)>>(l, stream, t, a, bsz, not_need_stop, out,
+                                                         scope);
   });
 }
 
+template <Form F>
 cudaError_t launch_mask(const MaskTensors& t, int64_t bsz, Reporting out, GridScratch scratch,
                         cudaStream_t stream, const LaunchShape& shape) {
+  static_assert(F == mask_form(F), "the mask op has the rollback and the shadow forms");
   if (bsz > kMaxBatch) return cudaErrorInvalidValue;
-  const MaskLaunch p = plan_mask_op(CudaDevice::current(), t.num_tokens, t.mask_full_cols, bsz,
+  const MaskLaunch p = plan_mask_op(CudaDevice<F>::current(), t.num_tokens, t.mask_full_cols, bsz,
                                     scratch.slots != nullptr, shape);
   return with_mask_kernel(p.kernel, cudaErrorInvalidValue, [&](auto lanes, auto share) {
     return with_scope(p.launch, scratch, [&](auto scope) {
-      return launch_mask_kernel<decltype(lanes)::value, decltype(share)::value>(
+      return launch_mask_kernel<F, decltype(lanes)::value, decltype(share)::value>(
           p.launch, stream, scope, t, bsz, out);
     });
   });
 }
+
+// Every form's launchers, in this one library (forms.h lists them).
+#define MTP_PREPROCESS_LAUNCHER(F)                                                            \
+  template cudaError_t launch_preprocess<F>(const PreprocessTensors&, const PreprocessAttrs&, \
+                                            int64_t, bool*, Reporting, GridScratch,          \
+                                            cudaStream_t, const LaunchShape&);
+#define MTP_MASK_LAUNCHER(F)                                                                  \
+  template cudaError_t launch_mask<F>(const MaskTensors&, int64_t, Reporting, GridScratch,    \
+                                      cudaStream_t, const LaunchShape&);
+MTP_FOR_EACH_FORM(MTP_PREPROCESS_LAUNCHER)
+MTP_FOR_EACH_MASK_FORM(MTP_MASK_LAUNCHER)
+#undef MTP_PREPROCESS_LAUNCHER
+#undef MTP_MASK_LAUNCHER
 
 namespace {
 __global__ void take_pending_kernel(BatchResult* pending, BatchResult* report) {

@@ -41,11 +41,15 @@ struct GridScratch {
 
 // One launch for any bsz. `not_need_stop` is a device pointer for an
 // asynchronous call, null for a synchronous one (the host reads the report).
+// F: the form whose rules run (every form is instantiated in mtp_kernels.cu).
+template <Form F>
 cudaError_t launch_preprocess(const PreprocessTensors& t, const PreprocessAttrs& a, int64_t bsz,
                               bool* not_need_stop, Reporting out, GridScratch scratch,
                               cudaStream_t stream, const LaunchShape& shape = LaunchShape{});
 
-// One launch for any bsz; writes every entry of t.out.
+// One launch for any bsz; writes every entry of t.out. F: mask_form of the
+// op's form (kRollback or kShadow).
+template <Form F>
 cudaError_t launch_mask(const MaskTensors& t, int64_t bsz, Reporting out, GridScratch scratch,
                         cudaStream_t stream, const LaunchShape& shape = LaunchShape{});
 

@@ -11,9 +11,7 @@
 // table's names, dtypes and access; <op>_views(args...), the checked tensors
 // and attributes as the rules read them (tensor_views.h's OpViews); and for
 // an op with fresh outputs <op>_shape and <op>_dtype, for Paddle's graph.
-// mtp::form and MTP_FORM_<OP>(WHAT) (its table's <PREFIX>_<WHAT>) are the
-// form this library is built for: _build.py passes -DMTP_FORM_<FORM>, none
-// for the rollback form.
+// op_registrations.cc registers each form's ops with these.
 #pragma once
 
 #include <cstdint>
@@ -494,17 +492,3 @@ inline std::vector<paddle::DataType> update_attn_mask_offsets_dtype(const paddle
 }  // namespace shadow
 
 }  // namespace mtp
-
-#if defined(MTP_FORM_RECOMPUTE)
-namespace mtp { namespace form = recompute; }
-#define MTP_FORM_DRAFT_MODEL_PREPROCESS(what) MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_##what
-#define MTP_FORM_UPDATE_ATTN_MASK_OFFSETS(what) MTP_UPDATE_ATTN_MASK_OFFSETS_##what
-#elif defined(MTP_FORM_SHADOW)
-namespace mtp { namespace form = shadow; }
-#define MTP_FORM_DRAFT_MODEL_PREPROCESS(what) MTP_SHADOW_DRAFT_MODEL_PREPROCESS_##what
-#define MTP_FORM_UPDATE_ATTN_MASK_OFFSETS(what) MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_##what
-#else
-namespace mtp { namespace form = rollback; }
-#define MTP_FORM_DRAFT_MODEL_PREPROCESS(what) MTP_DRAFT_MODEL_PREPROCESS_##what
-#define MTP_FORM_UPDATE_ATTN_MASK_OFFSETS(what) MTP_UPDATE_ATTN_MASK_OFFSETS_##what
-#endif

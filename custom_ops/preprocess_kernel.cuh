@@ -13,7 +13,7 @@
 namespace mtp {
 namespace {
 
-template <typename Scope>
+template <Form F, typename Scope>
 __global__ void __launch_bounds__(kPreprocessMaxThreads, 1)
     preprocess_kernel(PreprocessTensors t, PreprocessAttrs a, int64_t bsz, bool* not_need_stop,
                       Reporting out, Scope scope) {
@@ -23,7 +23,7 @@ __global__ void __launch_bounds__(kPreprocessMaxThreads, 1)
   // only one); any others are read again then. The first one's rows are
   // computed before the wait (`own`).
   const int64_t first = scope.first(), stride = scope.stride();
-  const PreprocessTensors own = rows_now(t, first, first < bsz);
+  const PreprocessTensors own = rows_now<F>(t, first, first < bsz);
   const int64_t* pending_code = pending_code_now(scope, out);
   wait_for_previous_kernel();
   let_next_kernel_launch();
@@ -33,22 +33,22 @@ __global__ void __launch_bounds__(kPreprocessMaxThreads, 1)
   KeptTokens kept_tokens;
   if (first < bsz) {
     kept_tokens = read_kept_tokens(own, first);
-    kept = plan_preprocess(own, a, first);
+    kept = plan_preprocess<F>(own, a, first);
     if (preprocess_failures(own, kept) != 0) mine.bad = verdict_of(first);
     mine.any = kept.running;
   }
   for (int64_t i = first + stride; i < bsz; i += stride) {
-    const PreprocessPlan p = plan_preprocess(t, a, i);
+    const PreprocessPlan p = plan_preprocess<F>(t, a, i);
     if (mine.bad == kNone && preprocess_failures(t, p) != 0) mine.bad = verdict_of(i);
     mine.any |= p.running;
   }
-  auto check = [&](int64_t i) { return check_preprocess(t, plan_preprocess(t, a, i), i); };
-  const Verdict v = agree_on_batch(scope, kPreprocessOp, out, pending, mine, check);
+  auto check = [&](int64_t i) { return check_preprocess(t, plan_preprocess<F>(t, a, i), i); };
+  const Verdict v = agree_on_batch(scope, op_of(kPreprocessOp, F), out, pending, mine, check);
   if (v.bad != kNone) return;
   if (not_need_stop != nullptr && scope.leader()) *not_need_stop = v.any != 0;
   if (first < bsz) apply_preprocess(own, kept, first, kept_tokens);
   for (int64_t i = first + stride; i < bsz; i += stride)
-    apply_preprocess(t, plan_preprocess(t, a, i), i);
+    apply_preprocess(t, plan_preprocess<F>(t, a, i), i);
   finish(scope, out, v.any != 0);
 }
 

@@ -140,6 +140,7 @@ class ArgChecker {
 
   // Where the tensors checked so far live.
   const paddle::Place& place() const { return place_; }
+  const char* op() const { return op_; }
 
  private:
   struct Span {

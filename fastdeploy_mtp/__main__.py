@@ -27,54 +27,22 @@ PADDLE_MISSING = ("this command needs PaddlePaddle, which is not installed: "
 
 
 def _check(args) -> int:
-    """One form in this process; every form ("all") each in a process of its
-    own, since a process registers one form's ops."""
+    """Every form's registration (or one form's) against its table."""
+    from .registration import check_all
     from .signature import FORMS
 
-    if args.form == "all":
-        print(f"check: the forms {', '.join(FORMS)}, each in a process of its own with an op "
-              "library of its own (Paddle registers an op name once per process); a form whose "
-              "library is not built yet builds it first, once", flush=True)
-        codes = []
-        for form in FORMS:
-            print(f"== the {form} form", flush=True)
-            code = _check_in_own_process(form)
-            if code < 0:  # ended by a signal, as a shell reports it (SIGINT: 130)
-                code = 128 - code
-            if code in (2, 130):  # a mistake or Ctrl-C, said by that process: stop here
-                return code
-            codes.append(code)
-        return 1 if any(codes) else 0
-    from .registration import check_all
-
-    problems = check_all(args.form)
+    forms = list(FORMS) if args.form == "all" else [args.form]
+    print("check: the op library holds every form's ops; the first use builds it, once",
+          flush=True)
+    problems = []
+    for form in forms:
+        print(f"== the {form} form", flush=True)
+        problems += check_all(form)
     if problems:
         print(f"{len(problems)} difference(s) between the registration and the signature table")
         return 1
-    print(f"registration matches fastdeploy_mtp/signature.py (the {args.form} form)")
+    print(f"registration matches fastdeploy_mtp/signature.py ({', '.join(forms)})")
     return 0
-
-
-def _check_in_own_process(form: str) -> int:
-    """`check --form FORM` in a child process; its exit code. A Ctrl-C reaches
-    the child and this process alike (one process group): the child says
-    'interrupted' and exits 130, so this one ignores SIGINT while it waits
-    rather than saying it a second time."""
-    import subprocess
-    import threading
-
-    env = dict(os.environ, FASTDEPLOY_MTP_FORM=form)
-    command = [sys.executable, "-m", "fastdeploy_mtp", "check", "--form", form]
-    if threading.current_thread() is not threading.main_thread():
-        return subprocess.call(command, env=env)  # only the main thread sets handlers
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        # The child starts with SIGINT's default, so Python turns it into
-        # KeyboardInterrupt there.
-        return subprocess.call(command, env=env,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _signature(args) -> int:
@@ -170,8 +138,9 @@ class _Help(argparse.HelpFormatter):
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
-    from ._build import FORM_NAMES
+    from .signature import FORMS
 
+    form_names = list(FORMS)
     parser = _Parser(prog=prog, formatter_class=_Help,
                      description="The draft model's bookkeeping ops for MTP speculative decoding: "
                                  "check their registration, simulate a serving loop around them, "
@@ -187,10 +156,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
     ck = command("check", "compare the ops Paddle registered with the signature table "
                           "(fastdeploy_mtp/signature.py); exit 1 on any difference")
-    ck.add_argument("--form", choices=["all", *FORM_NAMES], default="all",
-                    help="which of FastDeploy's forms to build and check (all: each in a "
-                         "process of its own)")
-    sg = command("signature", "check that custom_ops/op_signatures.h and op_bindings.h are the "
+    ck.add_argument("--form", choices=["all", *form_names], default="all",
+                    help="which form's ops to check")
+    sg = command("signature", "check that the generated C++ files (custom_ops/forms.h, "
+                              "op_signatures.h, op_bindings.h, op_registrations.cc) are the "
                               "ones the signature table renders; exit 1 if not")
     sg.add_argument("--write", action="store_true",
                     help="render the headers from the table and write them, instead of checking")
@@ -207,8 +176,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
     vd = command("verdict", "the table of docs/results.md: FastDeploy's runner replayed around "
                             "each form, role and k with the tiny draft model and its oracle",
-                 " (60 steps, batch 8, seed 0, image prob 0.5 each; each form in a process of "
-                 "its own; about 4 s a row on 2 cores).")
+                 " (60 steps, batch 8, seed 0, image prob 0.5 each; about 4 s a row on 2 "
+                 "cores).")
     add_verdict_arguments(vd)
     b = command("bench", "per-call time of each op next to the numpy reference (on the CPU also "
                          "the proposer's batched insert)")
@@ -235,7 +204,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     g.add_argument("--rounds", type=int, default=7, metavar="R",
                    help="interleaved rounds of every table (the median is shown)")
     g.add_argument("--graph-only", action="store_true", help="only the captured-step tables")
-    g.add_argument("--form", choices=list(FORM_NAMES), default="rollback",
+    g.add_argument("--form", choices=form_names, default="rollback",
                    help="FastDeploy's form of draft_model_preprocess; another than rollback "
                         "times its captured step against FastDeploy's launch of it")
     return parser

@@ -22,16 +22,13 @@ import time
 from pathlib import Path
 from typing import Callable, Container, Dict, Iterator, List, Optional, Tuple, TypeVar
 
+# One library holds every form's ops, each under its own name
+# (signature.op_name).
 MODULE_NAME = "fastdeploy_mtp_ops"
-# FastDeploy's forms of draft_model_preprocess (fastdeploy_mtp/signature.py);
-# one library each, since Paddle registers an op name once per process.
-FORM_NAMES = ("rollback", "recompute", "shadow")
-DEFAULT_FORM = FORM_NAMES[0]
 _PACKAGE_DIR = Path(__file__).resolve().parent
 # The Paddle bindings; they include the Paddle-free headers.
 BINDING_SOURCES = (
-    "draft_model_preprocess_op.cc",
-    "update_attn_mask_offsets_op.cc",
+    "op_registrations.cc",
     "pending_errors_op.cc",
 )
 # CUDA kernels without Paddle headers (CI compiles these with plain nvcc).
@@ -112,25 +109,6 @@ def with_cuda() -> bool:
 def sources(cuda: bool) -> List[str]:
     names = BINDING_SOURCES + (CUDA_SOURCES if cuda else ())
     return [str(SOURCE_DIR / n) for n in names]
-
-
-def module_name(form: str = DEFAULT_FORM) -> str:
-    """The op library of `form`: fastdeploy_mtp_ops for the default form,
-    fastdeploy_mtp_ops_<form> for another."""
-    check_form(form)
-    return MODULE_NAME if form == DEFAULT_FORM else f"{MODULE_NAME}_{form}"
-
-
-def check_form(form: str) -> None:
-    if form not in FORM_NAMES:
-        raise ValueError(f"unknown form {form!r}: FastDeploy's forms here are "
-                         + ", ".join(FORM_NAMES))
-
-
-def form_flags(form: str = DEFAULT_FORM) -> List[str]:
-    """The host compiler's flags that pick `form`'s binding (none: the default)."""
-    check_form(form)
-    return [] if form == DEFAULT_FORM else [f"-DMTP_FORM_{form.upper()}"]
 
 
 def paddle_major() -> int:
@@ -350,9 +328,9 @@ def hashed_sources(*also: Path) -> List[Path]:
                   if f.suffix in SOURCE_SUFFIXES)
 
 
-def source_hash(cuda: bool, *also: Path, form: str = DEFAULT_FORM) -> str:
-    """Changes whenever a source, a header, the flags, the form or the Paddle
-    version does (the sources of custom_ops/, and of the folders `also` names)."""
+def source_hash(cuda: bool, *also: Path) -> str:
+    """Changes whenever a source, a header, the flags or the Paddle version
+    does (the sources of custom_ops/, and of the folders `also` names)."""
     import paddle
 
     h = hashlib.sha256()
@@ -363,7 +341,6 @@ def source_hash(cuda: bool, *also: Path, form: str = DEFAULT_FORM) -> str:
     if cuda and os.environ.get("PADDLE_CUDA_ARCH_LIST"):
         # Paddle's builder adds SASS for these archs to the flags above.
         h.update(os.environ["PADDLE_CUDA_ARCH_LIST"].encode())
-    h.update(repr(form_flags(form)).encode())
     h.update(paddle.__version__.encode())
     h.update(sys.version.encode())
     return h.hexdigest()[:16]

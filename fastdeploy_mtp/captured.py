@@ -68,7 +68,7 @@ class CapturedDraft:
         p = self.proposer
         if self._preprocess is None:  # captured, not run: the replay below runs it
             self._preprocess, _ = self._capture(
-                lambda: ops.draft_model_preprocess(**p.preprocess_arguments(self.flag)))
+                lambda: p.form_ops.draft_model_preprocess(**p.preprocess_arguments(self.flag)))
         with p.preprocess_effects():
             self._preprocess.replay()
             ops.raise_pending_errors(self.flag)

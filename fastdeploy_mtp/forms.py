@@ -1,38 +1,42 @@
-"""FastDeploy's forms of the ops, each a drop-in for that FastDeploy version.
+"""Each form's ops as typed wrappers, made from its signature table.
 
 ``draft_model_preprocess`` has had more than one signature in FastDeploy
-(``fastdeploy_mtp.signature.FORMS``). A process registers one form's library
-(Paddle registers an op name once per process); choose it in one line::
+(``fastdeploy_mtp.signature.FORMS``); one library registers every form's ops,
+so any form is a call away in any process::
 
     ops = fastdeploy_mtp.forms.load("recompute")
     ops.draft_model_preprocess(*tensors, num_model_step, truncate_first_token,
                                splitwise_prefill, kvcache_scheduler_v1)
 
-or set ``FASTDEPLOY_MTP_FORM=recompute`` before the process starts. Each
-wrapper takes the form's inputs in FastDeploy's positional order (or by
-keyword), then its attributes, checks them at the boundary as
-``fastdeploy_mtp.ops`` does, and raises :class:`ops.BadInputError`, changing
-nothing, on bad input.
+Each wrapper takes the form's inputs in FastDeploy's positional order (or by
+keyword), then its attributes, checks at the boundary what the C++ side
+cannot see, and raises :class:`ops.BadInputError`, changing nothing, on bad
+input. ``load(form).library`` holds the registered ops themselves under
+FastDeploy's op names, for positional calls as FastDeploy's proposer makes
+them. ``fastdeploy_mtp.ops``' wrappers are the process's form's.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Callable
 
-from . import _build, ops
-from .signature import DEFAULT_FORM, FORMS, OpSignature, argument_help
+from . import ops
+from .signature import DEFAULT_FORM, FORMS, OpSignature, argument_help, op_name
 
 
 def _parameters(sig: OpSignature) -> inspect.Signature:
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     params = [inspect.Parameter(t.name, kind, annotation="paddle.Tensor") for t in sig.inputs]
     params += [inspect.Parameter(a.name, kind, annotation=a.type) for a in sig.attrs]
-    return inspect.Signature(params)
+    return inspect.Signature(params, return_annotation="paddle.Tensor" if sig.fresh_outputs
+                             else None)
 
 
-def _wrapper(sig: OpSignature) -> Callable[..., Any]:
+def _wrapper(form: str, sig: OpSignature) -> Callable[..., Any]:
     signature = _parameters(sig)
     n_tensors, n_all = len(sig.inputs), len(sig.inputs) + len(sig.attrs)
 
@@ -42,15 +46,17 @@ def _wrapper(sig: OpSignature) -> Callable[..., Any]:
         tensors, attrs = args[:n_tensors], args[n_tensors:]
         ops._check_boundary(sig, tensors, attrs)
         attrs = tuple(a.type(v) for a, v in zip(sig.attrs, attrs))
-        outs = ops._call(sig, tensors, attrs)
+        outs = ops._call(form, sig, tensors, attrs)
         if sig.fresh_outputs:
             return outs[0] if isinstance(outs, (list, tuple)) else outs
         return None
 
     call.__name__ = call.__qualname__ = sig.name
     call.__signature__ = signature
-    call.__doc__ = (f"``{sig.name}`` as FastDeploy's form registers it "
-                    "(``fastdeploy_mtp.signature.FORMS``).\n" + argument_help(sig))
+    call.__doc__ = (f"{sig.doc}\n\nThe {form} form's, registered as ``{op_name(form, sig)}``. "
+                    f"Writes the {len(sig.written)} tensors marked written (W) below; reads "
+                    "the rest. Raises :class:`fastdeploy_mtp.ops.BadInputError`, changing "
+                    "nothing, on bad input.\n" + argument_help(sig))
     return call
 
 
@@ -64,15 +70,15 @@ class FormOps:
     raise_pending_errors: Callable[..., None]
 
     @property
-    def library(self):
-        """The registered ops themselves, for positional calls as FastDeploy makes them."""
-        return ops.load_library(self.form)
+    def library(self) -> SimpleNamespace:
+        """The registered ops themselves under FastDeploy's op names, for
+        positional calls as FastDeploy makes them (the library loaded, built
+        the first time)."""
+        return SimpleNamespace(**{name: ops.raw_op(self.form, name) for name in FORMS[self.form]})
 
 
+@functools.lru_cache(maxsize=None)
 def load(form: str = DEFAULT_FORM) -> FormOps:
-    """`form`'s ops, its library loaded (built the first time). Raises if this
-    process already registered another form's."""
-    _build.check_form(form)
-    ops.load_library(form)
-    table = FORMS[form]
-    return FormOps(form, **{name: _wrapper(sig) for name, sig in table.items()})
+    """`form`'s typed wrappers. The library loads at the first call."""
+    ops.check_form(form)
+    return FormOps(form, **{name: _wrapper(form, sig) for name, sig in FORMS[form].items()})

@@ -1,8 +1,14 @@
-"""Typed Python wrappers of the custom ops.
+"""The op library: finding, building and loading it, and calling its ops.
 
-Each wrapper takes the op's inputs in the registered (FastDeploy) positional
-order, then its attributes, and is equally callable with keywords. Parameter
-names come from ``fastdeploy_mtp.signature`` and a test keeps them equal.
+The library registers every form's ops (``fastdeploy_mtp.signature.FORMS``)
+under names of their own, ``<op>_<form>`` (``signature.op_name``), so every
+form is usable in one process, beside FastDeploy's own library.
+``draft_model_preprocess``, ``update_attn_mask_offsets`` and
+``raise_pending_errors`` here are the typed wrappers (``fastdeploy_mtp.forms``)
+of the process's form: ``FASTDEPLOY_MTP_FORM`` names it, else the default
+(``rollback``); ``fastdeploy_mtp.forms.load(form)`` gives any form's. Each takes
+the op's inputs in the registered (FastDeploy) positional order, then its
+attributes, and is equally callable with keywords.
 
 The op library is the installed ``fastdeploy_mtp_ops`` module
 (``python setup_ops.py install``); without one (or, in a source checkout,
@@ -15,12 +21,6 @@ failure to find, build or load it raises :class:`_build.BuildError`, one line.
 
 Bad input raises :class:`BadInputError` (a ``ValueError``) whose message names
 the request, the field and the values; no tensor has changed when it does.
-
-A process uses one of FastDeploy's forms of ``draft_model_preprocess``
-(``fastdeploy_mtp.signature.FORMS``): ``FASTDEPLOY_MTP_FORM`` names it, else
-the first ``load_library(form)``, else the default (``rollback``). The typed
-``draft_model_preprocess`` below is the default form's;
-``fastdeploy_mtp.forms.load(form)`` gives any form's wrappers.
 """
 
 from __future__ import annotations
@@ -35,18 +35,11 @@ from typing import Any
 import numpy as np
 
 from . import _build
-from .signature import (DEFAULT_FORM, DRAFT_MODEL_PREPROCESS, FORMS, RAISE_PENDING_ERRORS,
-                        UPDATE_ATTN_MASK_OFFSETS, argument_help)
+from .signature import DEFAULT_FORM, FORMS, op_name
 
 Tensor = Any  # paddle.Tensor; kept loose so importing this module needs no Paddle
 
-__all__ = [
-    "BadInputError",
-    "draft_model_preprocess",
-    "update_attn_mask_offsets",
-    "raise_pending_errors",
-    "load_library",
-]
+__all__ = ["BadInputError", "check_form", "load_library", "process_form", "raw_op"]
 
 
 class BadInputError(ValueError):
@@ -56,9 +49,7 @@ class BadInputError(ValueError):
 _say = _build.say
 
 
-def _installed_is_current(form: str = DEFAULT_FORM) -> bool:
-    if form != DEFAULT_FORM:
-        return False  # `setup_ops.py install` installs the default form; others build
+def _installed_is_current() -> bool:
     spec = importlib.util.find_spec(_build.MODULE_NAME)
     if spec is None:
         return False
@@ -124,17 +115,14 @@ def _quiet_paddle():
             os.environ["PYTHONWARNINGS"] = saved_env
 
 
-def _build_from_source(form: str = DEFAULT_FORM):
-    """`form`'s library from the build cache, compiled there the first time."""
+def _build_from_source():
+    """The library from the build cache, compiled there the first time."""
     with _quiet_paddle():
         cuda = _build.with_cuda()  # the first import of Paddle warns of ccache
-    flags = _build.compile_flags(cuda)
-    flags["cxx"] = flags["cxx"] + _build.form_flags(form)
-    if "nvcc" in flags:  # the kernels are compiled for the form too (mtp_bookkeeping.h)
-        flags["nvcc"] = flags["nvcc"] + _build.form_flags(form)
-    return cached_library(_build.source_hash(cuda, form=form), _build.module_name(form),
-                          f"the {'CPU and CUDA' if cuda else 'CPU'} op library of the {form} form",
-                          _build.sources(cuda), flags, _build.link_flags(cuda))
+    return cached_library(_build.source_hash(cuda), _build.MODULE_NAME,
+                          f"the {'CPU and CUDA' if cuda else 'CPU'} op library",
+                          _build.sources(cuda), _build.compile_flags(cuda),
+                          _build.link_flags(cuda))
 
 
 def cached_library(key: str, name: str, what: str, sources, flags, ldflags):
@@ -199,51 +187,41 @@ def _first_line(text: str, limit: int = 300) -> str:
 
 
 FORM_VARIABLE = "FASTDEPLOY_MTP_FORM"
-_loaded_form = None  # the form this process registered, once it has
-_loaded_module = None  # and its library
+
+
+def check_form(form: str) -> None:
+    """Raises ValueError, one line, unless `form` is one of the table's."""
+    if form not in FORMS:
+        raise ValueError(f"unknown form {form!r}: the forms here are " + ", ".join(FORMS))
 
 
 def process_form() -> str:
-    """The form this process uses: the one loaded, else FASTDEPLOY_MTP_FORM's,
-    else the default."""
-    if _loaded_form is not None:
-        return _loaded_form
-    return _build.setting(FORM_VARIABLE, _build.FORM_NAMES,
-                          "FastDeploy's forms here are " + ", ".join(_build.FORM_NAMES)
+    """The form ``fastdeploy_mtp.ops``' wrappers and the proposer use:
+    FASTDEPLOY_MTP_FORM's, else the default."""
+    return _build.setting(FORM_VARIABLE, tuple(FORMS),
+                          "the forms here are " + ", ".join(FORMS)
                           + f" (empty or unset: {DEFAULT_FORM})") or DEFAULT_FORM
 
 
-def load_library(form: "str | None" = None):
-    """The module whose functions are the registered ops of `form` (default:
-    the process's form, ``process_form()``), built if need be. Paddle
-    registers an op name once per process, so a process loads one form;
-    asking for another then raises."""
-    current = process_form()
-    form = current if form is None else form
-    _build.check_form(form)
-    if _loaded_form is not None and form != _loaded_form:
-        raise RuntimeError(
-            f"this process registered the {_loaded_form} form's ops; Paddle registers an op "
-            f"name once per process, so the {form} form needs a process of its own "
-            f"(set {FORM_VARIABLE}={form} before it starts)")
-    return _load_form(form)
-
-
 @functools.lru_cache(maxsize=None)
-def _load_form(form: str):
-    global _loaded_form, _loaded_module
-    if not _build.force_build() and _installed_is_current(form):
-        module = _import_installed()
-    elif not _build.sources_available():
+def load_library():
+    """The module whose functions are every form's registered ops
+    (``signature.op_name``), built the first time if need be."""
+    if not _build.force_build() and _installed_is_current():
+        return _import_installed()
+    if not _build.sources_available():
         raise _build.BuildError(
-            f"{_build.module_name(form)} is not installed and its sources are not in "
+            f"{_build.MODULE_NAME} is not installed and its sources are not in "
             f"{_build.SOURCE_DIR} to build it: reinstall fastdeploy_mtp (pip install .) or "
             "run `python setup_ops.py install` in a fastdeploy_mtp checkout"
         )
-    else:
-        module = _build_from_source(form)
-    _loaded_form, _loaded_module = form, module
-    return module
+    return _build_from_source()
+
+
+def raw_op(form: str, name: str):
+    """`form`'s registered op `name` (FastDeploy's op name), as Paddle made
+    it: positional, FastDeploy's arguments in its order."""
+    return getattr(load_library(), op_name(form, FORMS[form][name]))
 
 
 INT32_MAX = 2**31 - 1
@@ -342,8 +320,8 @@ def _check_boundary(sig, tensors, attrs=()) -> None:
         _refuse_attr(sig, arg, value)
 
 
-def _call(sig, tensors, attrs=()):
-    op = getattr(_loaded_module or load_library(), sig.name)
+def _call(form, sig, tensors, attrs=()):
+    op = raw_op(form, sig.name)
     try:
         return op(*tensors, *attrs)
     except Exception as e:  # Paddle re-raises the op's C++ exception (OSError in 3.3)
@@ -354,126 +332,11 @@ def _call(sig, tensors, attrs=()):
         raise
 
 
-def draft_model_preprocess(
-    draft_tokens: Tensor,
-    input_ids: Tensor,
-    stop_flags: Tensor,
-    seq_lens_this_time: Tensor,
-    seq_lens_encoder: Tensor,
-    seq_lens_decoder: Tensor,
-    step_idx: Tensor,
-    not_need_stop: Tensor,
-    is_block_step: Tensor,
-    batch_drop: Tensor,
-    pre_ids: Tensor,
-    mask_rollback: Tensor,
-    accept_tokens: Tensor,
-    accept_num: Tensor,
-    base_model_seq_lens_this_time: Tensor,
-    base_model_seq_lens_encoder: Tensor,
-    base_model_seq_lens_decoder: Tensor,
-    base_model_step_idx: Tensor,
-    base_model_stop_flags: Tensor,
-    base_model_is_block_step: Tensor,
-    base_model_draft_tokens: Tensor,
-    num_model_step: int,
-    truncate_first_token: bool,
-    splitwise_prefill: bool,
-    kvcache_scheduler_v1: bool,
-) -> None:
-    """Prepare the draft model's state at the start of an engine step, in place.
+def __getattr__(name: str):
+    # The process's form's typed wrappers (fastdeploy_mtp.forms), looked up
+    # at use, so that importing this module reads no setting.
+    if name in FORMS[DEFAULT_FORM]:
+        from . import forms
 
-    For each request ``i < bsz`` (``bsz = seq_lens_this_time.shape[0]``): place
-    the first token of a prefill, or roll the draft back by
-    ``num_model_step - 1`` positions and re-feed the accepted tokens, recover a
-    stopped draft from the base model, park or drop it on a block step, and add
-    the change of ``seq_lens_decoder`` to ``mask_rollback`` so
-    :func:`update_attn_mask_offsets` rolls the mask cursor back by as much (a
-    prefill sets it to 0: a new request's mask starts afresh).
-    ``not_need_stop[0]`` becomes whether any request runs. With
-    ``not_need_stop`` on the CPU the call returns once the flag is there.
-
-    Writes the 13 tensors marked written in ``signature.DRAFT_MODEL_PREPROCESS``;
-    reads the rest. Raises :class:`BadInputError`, changing nothing, on bad input.
-    """
-    tensors = (
-        draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
-        seq_lens_decoder, step_idx, not_need_stop, is_block_step, batch_drop, pre_ids,
-        mask_rollback, accept_tokens, accept_num, base_model_seq_lens_this_time,
-        base_model_seq_lens_encoder, base_model_seq_lens_decoder, base_model_step_idx,
-        base_model_stop_flags, base_model_is_block_step, base_model_draft_tokens,
-    )
-    attrs = (num_model_step, truncate_first_token, splitwise_prefill, kvcache_scheduler_v1)
-    _check_boundary(DRAFT_MODEL_PREPROCESS, tensors, attrs)
-    if _loaded_form != DEFAULT_FORM and process_form() != DEFAULT_FORM:
-        raise RuntimeError(
-            f"this process uses the {process_form()} form of draft_model_preprocess: call "
-            f"fastdeploy_mtp.forms.load({process_form()!r}).draft_model_preprocess")
-    _call(DRAFT_MODEL_PREPROCESS, tensors, (int(num_model_step), bool(truncate_first_token),
-                                            bool(splitwise_prefill), bool(kvcache_scheduler_v1)))
-
-
-def update_attn_mask_offsets(
-    ids_remove_padding: Tensor,
-    seq_lens_this_time: Tensor,
-    seq_lens_encoder: Tensor,
-    seq_lens_decoder: Tensor,
-    cu_seqlens_q: Tensor,
-    attn_mask_offsets_full: Tensor,
-    attn_mask_offsets_decoder: Tensor,
-    is_block_step: Tensor,
-    decode_states: Tensor,
-    mask_rollback: Tensor,
-) -> Tensor:
-    """Write the attention-mask offsets of this substep's tokens.
-
-    Returns ``attn_mask_offsets``, int32 ``[2 * T]`` (``T`` = length of
-    ``ids_remove_padding``): the odd entry of each token of a prompt request is
-    ``attn_mask_offsets_full[i, j] + 1`` (``seq_lens_decoder + n`` in vision
-    generation); a decode request first consumes ``mask_rollback`` from its
-    cursor ``attn_mask_offsets_decoder``, then numbers its tokens from it; a
-    decode of more than one token rewrites its row of ``decode_states`` (0 for
-    each of its tokens' columns, -1 after them). All other entries are 0. Updates
-    ``attn_mask_offsets_decoder``, ``decode_states`` and ``mask_rollback`` in
-    place. ``cu_seqlens_q`` may hold ``bsz + 1`` prefix sums or ``bsz`` (the
-    last request then ends at ``T``).
-
-    The raw op returns ``[attn_mask_offsets, decode_states, mask_rollback,
-    attn_mask_offsets_decoder]``, FastDeploy's three first in its order.
-    Raises :class:`BadInputError`, changing nothing, on bad input.
-    """
-    tensors = (
-        ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder,
-        cu_seqlens_q, attn_mask_offsets_full, attn_mask_offsets_decoder, is_block_step,
-        decode_states, mask_rollback,
-    )
-    _check_boundary(UPDATE_ATTN_MASK_OFFSETS, tensors)
-    if _loaded_form != DEFAULT_FORM and FORMS[process_form()][
-            UPDATE_ATTN_MASK_OFFSETS.name] is not UPDATE_ATTN_MASK_OFFSETS:
-        raise RuntimeError(
-            f"this process uses the {process_form()} form of update_attn_mask_offsets: call "
-            f"fastdeploy_mtp.forms.load({process_form()!r}).update_attn_mask_offsets")
-    outs = _call(UPDATE_ATTN_MASK_OFFSETS, tensors)
-    return outs[0] if isinstance(outs, (list, tuple)) else outs
-
-
-def raise_pending_errors(x: Tensor) -> None:
-    """Raise the error an asynchronous call left on ``x``'s GPU, if any.
-
-    ``draft_model_preprocess`` with ``not_need_stop`` on the GPU, and
-    ``update_attn_mask_offsets`` while a CUDA graph is captured or with
-    ``FASTDEPLOY_MTP_ASYNC_MASK=1``, neither copy to the host nor synchronise:
-    a refused batch is left unchanged and its error waits on the device, for
-    any thread (the next synchronous call there raises it too). Waits for
-    ``x``'s stream. Does nothing for a CPU tensor. Raises
-    :class:`BadInputError`.
-    """
-    _check_boundary(RAISE_PENDING_ERRORS, (x,))
-    _call(RAISE_PENDING_ERRORS, (x,))
-
-
-# The table's words on each argument close each wrapper's help.
-for _fn, _sig in ((draft_model_preprocess, DRAFT_MODEL_PREPROCESS),
-                  (update_attn_mask_offsets, UPDATE_ATTN_MASK_OFFSETS),
-                  (raise_pending_errors, RAISE_PENDING_ERRORS)):
-    _fn.__doc__ = (_fn.__doc__ or "") + argument_help(_sig)
+        return getattr(forms.load(process_form()), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,7 +15,7 @@ from typing import Dict, Iterable, List, Optional
 
 import numpy as np
 
-from . import ops
+from . import forms, ops
 from .buffers import (BASE_KEYS, SLOT_FIELDS, base_buffer_problems, draft_buffers,
                       make_base_buffers, read, write)
 from .signature import DRAFT_MODEL_PREPROCESS
@@ -95,9 +95,12 @@ def bind_preprocess_inputs(state: Dict[str, object], base: Dict[str, object]) ->
     from .registration import differences, read_registered
     from .signature import FORMS
 
+    from .signature import op_name
+
     ops.load_library()
-    sig = FORMS[ops.process_form()][DRAFT_MODEL_PREPROCESS.name]
-    registered = read_registered(sig.name)
+    form = ops.process_form()
+    sig = FORMS[form][DRAFT_MODEL_PREPROCESS.name]
+    registered = read_registered(op_name(form, sig))
     drift = differences(sig, registered)
     if drift:
         raise ProposerError("MTPProposer: draft_model_preprocess does not match the "
@@ -135,6 +138,7 @@ class MTPProposer:
         self.place = self.state["draft_tokens"].place
         self.occupied: set = set()
         self._preprocess_args = bind_preprocess_inputs(self.state, base)
+        self.form_ops = forms.load(ops.process_form())
 
     def decode_mask_rollback(self) -> int:
         """The preset of a handed-over request (1 when replaying without the fix)."""
@@ -213,7 +217,7 @@ class MTPProposer:
     def prepare_inputs(self) -> bool:
         """draft_model_preprocess for this engine step; returns not_need_stop."""
         with self.preprocess_effects():
-            ops.draft_model_preprocess(**self.preprocess_arguments())
+            self.form_ops.draft_model_preprocess(**self.preprocess_arguments())
         return bool(self.state["not_need_stop"].numpy()[0])
 
     def cu_seqlens_q(self):
@@ -228,7 +232,7 @@ class MTPProposer:
     def update_attn_mask_offsets(self, ids_remove_padding, cu_seqlens_q=None):
         """update_attn_mask_offsets for one draft substep; returns the offsets."""
         s = self.state
-        return ops.update_attn_mask_offsets(
+        return self.form_ops.update_attn_mask_offsets(
             ids_remove_padding=ids_remove_padding,
             seq_lens_this_time=s["seq_lens_this_time"],
             seq_lens_encoder=s["seq_lens_encoder"],

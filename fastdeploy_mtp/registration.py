@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
-from .signature import DEFAULT_FORM, FORMS, OpSignature
+from .signature import DEFAULT_FORM, FORMS, OpSignature, op_name
 
 # Attributes Paddle adds to every op.
 _FRAMEWORK_ATTRS = {"op_role", "op_role_var", "op_namescope", "op_callstack", "op_device",
@@ -60,17 +60,18 @@ def differences(sig: OpSignature, reg: Registered) -> List[str]:
 
 
 def check_all(form: str = DEFAULT_FORM, print_fn=print) -> List[str]:
-    """Load `form`'s library, print each op's registration against that
-    form's table; return the differences."""
+    """Load the library, print each of `form`'s ops' registration against
+    that form's table; return the differences."""
     from .ops import load_library
 
-    load_library(form)
+    load_library()
     problems: List[str] = []
     for sig in FORMS[form].values():
-        reg = read_registered(sig.name)
+        name = op_name(form, sig)
+        reg = read_registered(name)
         diffs = differences(sig, reg)
         problems += diffs
-        print_fn(f"{sig.name}: {'OK' if not diffs else 'DIFFERS'}")
+        print_fn(f"{name}: {'OK' if not diffs else 'DIFFERS'}")
         print_fn(f"  inputs  ({len(reg.inputs)}): {', '.join(reg.inputs)}")
         print_fn(f"  outputs ({len(reg.outputs)}): {', '.join(reg.outputs)}")
         print_fn(f"  attrs   ({len(reg.attrs)}): "

@@ -124,6 +124,8 @@ class OpSignature:
     attrs_struct: str = ""
     batch: str = ""
     fixed_attrs: Tuple[Tuple[str, str], ...] = ()
+    # What the op does, in a few sentences (the wrappers' docstrings).
+    doc: str = ""
 
     @property
     def input_names(self) -> Tuple[str, ...]:
@@ -232,6 +234,12 @@ DRAFT_MODEL_PREPROCESS = OpSignature(
     views="PreprocessTensors",
     attrs_struct="PreprocessAttrs",
     batch="seq_lens_this_time",
+    doc="Prepare the draft model's state at the start of an engine step, in place: per "
+        "request, place a prefill's first token, or roll the draft back by num_model_step - 1 "
+        "positions and re-feed the accepted tokens, re-sync a stopped draft from the base "
+        "model, park or drop it on a block step, and add the change of seq_lens_decoder to "
+        "mask_rollback (a prefill sets it to 0). not_need_stop[0] becomes whether any request "
+        "runs; with not_need_stop on the CPU the call returns once the flag is there.",
 )
 
 def _with_recompute_token_num(inputs: Tuple[TensorArg, ...]) -> Tuple[TensorArg, ...]:
@@ -258,6 +266,10 @@ DRAFT_MODEL_PREPROCESS_RECOMPUTE = replace(
     inputs=_with_recompute_token_num(DRAFT_MODEL_PREPROCESS.inputs),
     undeclared=("is_block_step", "mask_rollback", "recompute_token_num",
                 "base_model_draft_tokens"),
+    doc="Prepare the draft model's state at the start of an engine step, in place, with "
+        "FastDeploy's 22-tensor registration: as the rollback form, but a running decode rolls "
+        "back min(recompute_token_num, max(base_model_seq_lens_this_time - 2, 0)) positions, "
+        "adds that to mask_rollback and sets recompute_token_num to num_model_step - 1.",
 )
 
 # FastDeploy's shadow form (develop): the draft's lengths and step are derived
@@ -305,6 +317,11 @@ DRAFT_MODEL_PREPROCESS_SHADOW = OpSignature(
     # No truncate_first_token: its first token goes to E - 1. No
     # kvcache_scheduler_v1: nothing is parked or dropped.
     fixed_attrs=(("truncate_first_token", "true"), ("kvcache_scheduler_v1", "false")),
+    doc="Prepare the draft model's state at the start of an engine step, in place, with "
+        "FastDeploy's 17-tensor op: every decode takes seq_lens_decoder and step_idx from the "
+        "target model less accept_num and re-feeds the accepted tokens; a prefill places its "
+        "first token at E - 1; a request whose target model stopped or reaches max_dec_len "
+        "is skipped.",
 )
 
 UPDATE_ATTN_MASK_OFFSETS = OpSignature(
@@ -337,6 +354,13 @@ UPDATE_ATTN_MASK_OFFSETS = OpSignature(
     written_first=("decode_states", "mask_rollback"),
     views="MaskTensors",
     batch="seq_lens_this_time",
+    doc="Write the attention-mask offsets of this substep's tokens and return them, int32 "
+        "[2 * T]: the odd entry of each token of a prompt request is attn_mask_offsets_full[i, "
+        "j] + 1 (seq_lens_decoder + n in vision generation); a decode request first consumes "
+        "mask_rollback from its cursor attn_mask_offsets_decoder, then numbers its tokens from "
+        "it; a decode of more than one token rewrites its row of decode_states (0 for each of "
+        "its tokens' columns, -1 after them); all other entries are 0. The raw op returns "
+        "[attn_mask_offsets, decode_states, mask_rollback, attn_mask_offsets_decoder].",
 )
 
 # The shadow form's: no cursor and no rollback, a decode token's mask end is
@@ -346,6 +370,10 @@ UPDATE_ATTN_MASK_OFFSETS_SHADOW = replace(
     inputs=tuple(t for t in UPDATE_ATTN_MASK_OFFSETS.inputs
                  if t.name not in ("attn_mask_offsets_decoder", "mask_rollback")),
     written_first=(),
+    doc="Write the attention-mask offsets of this substep's tokens and return them, int32 "
+        "[2 * T], with FastDeploy's eight-tensor op: a decode token's mask end is "
+        "seq_lens_decoder + 1 + j, and every decode rewrites its row of decode_states (0 for "
+        "its tokens' columns that do not hold 1, -1 elsewhere).",
 )
 
 # Not a FastDeploy op: the explicit check for errors that asynchronous GPU
@@ -354,6 +382,10 @@ RAISE_PENDING_ERRORS = OpSignature(
     name="raise_pending_errors",
     inputs=(TensorArg("x", None, W, "any tensor on the device to check", ANY),),
     attrs=(),
+    doc="Raise the error an asynchronous call left on x's GPU, if any (draft_model_preprocess "
+        "with not_need_stop on the GPU; update_attn_mask_offsets while a CUDA graph is captured "
+        "or with FASTDEPLOY_MTP_ASYNC_MASK=1): a refused batch is left unchanged and its error "
+        "waits on the device. Waits for x's stream; does nothing for a CPU tensor.",
 )
 
 DEFAULT_FORM = "rollback"
@@ -576,9 +608,7 @@ def render_bindings_header() -> str:
         "// table's names, dtypes and access; <op>_views(args...), the checked tensors",
         "// and attributes as the rules read them (tensor_views.h's OpViews); and for",
         "// an op with fresh outputs <op>_shape and <op>_dtype, for Paddle's graph.",
-        "// mtp::form and MTP_FORM_<OP>(WHAT) (its table's <PREFIX>_<WHAT>) are the",
-        "// form this library is built for: _build.py passes -DMTP_FORM_<FORM>, none",
-        f"// for the {DEFAULT_FORM} form.",
+        "// op_registrations.cc registers each form's ops with these.",
         "#pragma once",
         "",
         "#include <cstdint>",
@@ -613,28 +643,110 @@ def render_bindings_header() -> str:
             lines += _render_functions(sig)
         lines += ["", f"}}  // namespace {form}"]
     lines += ["", "}  // namespace mtp", ""]
-    others = [f for f in FORMS if f != DEFAULT_FORM]
-    for k, form in enumerate(others):
-        lines.append(f"#{'el' if k else ''}if defined(MTP_FORM_{form.upper()})")
-        lines += _form_selection(form)
-    lines.append("#else")
-    lines += _form_selection(DEFAULT_FORM)
-    lines += ["#endif", ""]
     return "\n".join(lines)
 
 
-def _form_selection(form: str) -> List[str]:
-    lines = [f"namespace mtp {{ namespace form = {form}; }}"]
-    for sig in (s for s in FORMS[form].values() if s.views):
-        lines.append(f"#define MTP_FORM_{sig.name.upper()}(what) "
-                     f"{macro_prefix(form, sig)}_##what")
-    return lines
+def cpp_form(form: str) -> str:
+    """`form`'s enumerator of mtp::Form (forms.h): k<Form> in CamelCase."""
+    return "Form::k" + "".join(w.capitalize() for w in form.split("_"))
+
+
+def mask_form(form: str) -> str:
+    """The form whose mask kernel `form`'s mask op runs: the first form that
+    has the same mask table (forms that share the op share its kernel)."""
+    mask = FORMS[form][UPDATE_ATTN_MASK_OFFSETS.name]
+    return next(f for f, ops in FORMS.items() if ops[UPDATE_ATTN_MASK_OFFSETS.name] is mask)
+
+
+def op_name(form: str, sig: OpSignature) -> str:
+    """The name `form`'s op `sig` is registered under in our library:
+    <op>_<form>, so that every form's ops live in one library and none
+    clashes with FastDeploy's own (<op>) in the same process; an op every
+    form shares (raise_pending_errors) keeps its name."""
+    return f"{sig.name}_{form}" if sig.views else sig.name
+
+
+def render_forms_header() -> str:
+    """custom_ops/forms.h: the forms, for the rules' template parameter."""
+    lines = _GENERATED + [
+        "// The forms of the table (fastdeploy_mtp.signature.FORMS) as the C++ side",
+        "// names them: mtp::Form, a template parameter of the rules and the kernels;",
+        "// MTP_FOR_EACH_FORM(X) and MTP_FOR_EACH_MASK_FORM(X), X(Form::k...) for every",
+        "// form and for every form with a mask kernel of its own (for explicit",
+        "// instantiations); mask_form(f), the mask kernel a form's mask op runs.",
+        "#pragma once",
+        "",
+        "#include <cstdint>",
+        "",
+        "namespace mtp {",
+        "",
+        "enum class Form : int32_t {",
+    ]
+    lines += [f"  {cpp_form(f)[len('Form::'):]} = {k}," for k, f in enumerate(FORMS)]
+    masks = [f for f in FORMS if mask_form(f) == f]
+    lines += [
+        "};",
+        "",
+        "#define MTP_FOR_EACH_FORM(X) " + " ".join(f"X({cpp_form(f)})" for f in FORMS),
+        "#define MTP_FOR_EACH_MASK_FORM(X) " + " ".join(f"X({cpp_form(f)})" for f in masks),
+        "",
+        "constexpr Form mask_form(Form f) {",
+    ]
+    for f in FORMS:
+        if mask_form(f) != f:
+            lines.append(f"  if (f == {cpp_form(f)}) return {cpp_form(mask_form(f))};")
+    lines += ["  return f;", "}", "", "}  // namespace mtp", ""]
+    return "\n".join(lines)
+
+
+def _kernel_function(form: str, sig: OpSignature) -> str:
+    return "".join(w.capitalize() for w in op_name(form, sig).split("_"))
+
+
+def render_registrations() -> str:
+    """custom_ops/op_registrations.cc: every form's ops, registered under
+    op_name, each its form's checks, views and dispatch (op_dispatch.h)."""
+    lines = _GENERATED + [
+        "// Every form's ops in one library, each registered as <op>_<form>",
+        "// (signature.op_name): its boundary checks and views (op_bindings.h), then",
+        "// the dispatch of op_dispatch.h instantiated for its form.",
+        '#include "op_bindings.h"',
+        '#include "op_dispatch.h"',
+        "",
+    ]
+    for form, ops in FORMS.items():
+        for sig in (s for s in ops.values() if s.views):
+            p, name = macro_prefix(form, sig), op_name(form, sig)
+            fn = _kernel_function(form, sig)
+            ns = f"mtp::{form}::{sig.name}"
+            if sig.fresh_outputs:
+                head = f"std::vector<paddle::Tensor> {fn}({p}_PARAMS) {{"
+                run = f"  return mtp::run_{sig.name}<mtp::{cpp_form(mask_form(form))}>(c, v);"
+            else:
+                head = f"void {fn}({p}_PARAMS) {{"
+                run = f"  mtp::run_{sig.name}<mtp::{cpp_form(form)}>(c, v);"
+            lines += [f"// {sig.name}, the {form} form's.", head,
+                      f'  mtp::ArgChecker c("{sig.name}");', f"  {ns}_checks(c, {p}_ARGS);",
+                      f"  const auto v = {ns}_views({p}_ARGS);", run, "}", f"PD_BUILD_OP({name})", f"    .Inputs({{{p}_INPUTS}})",
+                      f"    .Outputs({{{p}_OUTPUTS}})"]
+            if sig.attrs:
+                lines.append(f"    .Attrs({{{p}_ATTRS}})")
+            lines.append(f"    .SetInplaceMap({{{p}_INPLACE}})")
+            tail = [f"    .SetKernelFn(PD_KERNEL({fn}))"]
+            if sig.fresh_outputs:
+                tail += [f"    .SetInferShapeFn(PD_INFER_SHAPE({ns}_shape))",
+                         f"    .SetInferDtypeFn(PD_INFER_DTYPE({ns}_dtype))"]
+            tail[-1] += ";"
+            lines += tail + [""]
+    return "\n".join(lines)
 
 
 # Each generated header (its path in a checkout) and its renderer.
 GENERATED_HEADERS: Dict[str, Callable[[], str]] = {
+    "custom_ops/forms.h": render_forms_header,
     "custom_ops/op_signatures.h": render_cpp_header,
     "custom_ops/op_bindings.h": render_bindings_header,
+    "custom_ops/op_registrations.cc": render_registrations,
 }
 
 

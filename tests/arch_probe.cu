@@ -169,8 +169,9 @@ int main(int argc, char** argv) {
   PROBE_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
   PROBE_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
   cudaFuncAttributes a;
-  PROBE_CUDA(cudaFuncGetAttributes(&a, mtp::preprocess_kernel<mtp::WholeGrid>));
-  const mtp::CudaDevice dev = mtp::CudaDevice::current();
+  PROBE_CUDA(cudaFuncGetAttributes(&a, mtp::preprocess_kernel<mtp::Form::kRollback, mtp::WholeGrid>));
+  const mtp::CudaDevice<mtp::Form::kRollback> dev =
+      mtp::CudaDevice<mtp::Form::kRollback>::current();
   const bool clusters = dev.clusters();
   std::printf("device sm_%d%d; kernel image: PTX %d, binary %d; clusters and programmatic "
               "launches: %d\n", major, minor, a.ptxVersion, a.binaryVersion, clusters ? 1 : 0);
@@ -201,9 +202,9 @@ int main(int argc, char** argv) {
     // The op after a writer that lets it launch at once and bumps every
     // cursor 10 ms later, against the op on cursors bumped beforehand.
     MaskBatch late(bsz, 100), early(bsz, 101);
-    PROBE_CUDA(mtp::launch_mask(early.t, bsz, d.asynchronous(), d.scratch, d.stream));
+    PROBE_CUDA(mtp::launch_mask<mtp::Form::kRollback>(early.t, bsz, d.asynchronous(), d.scratch, d.stream));
     PROBE_CUDA(mtp_bench::launch_late_bump(late.mask_decoder, bsz, d.stream));
-    PROBE_CUDA(mtp::launch_mask(late.t, bsz, d.asynchronous(), d.scratch, d.stream));
+    PROBE_CUDA(mtp::launch_mask<mtp::Form::kRollback>(late.t, bsz, d.asynchronous(), d.scratch, d.stream));
     PROBE_CUDA(cudaStreamSynchronize(d.stream));
     expect(d.pending_code() == mtp::kOk, "the op accepted the batch");
     expect(late.result() == early.result(),

@@ -49,7 +49,7 @@ def executable() -> Path:
         raise RuntimeError("no C++ compiler: the op library itself needs one to build")
     out = Path(tempfile.mkdtemp(prefix="fastdeploy_mtp_guarded_")) / "guarded_cpu"
     atexit.register(shutil.rmtree, out.parent, True)
-    subprocess.run([compiler, *_build.compile_flags(cuda=False)["cxx"], "-DMTP_ALL_FORMS",
+    subprocess.run([compiler, *_build.compile_flags(cuda=False)["cxx"],
                     *_build.UNDEFINED_BEHAVIOUR_FLAGS, str(SOURCE), "-o", str(out)],
                    check=True, capture_output=True, text=True)
     return out

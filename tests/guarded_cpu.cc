@@ -213,7 +213,10 @@ Outcome run_preprocess(const std::vector<Arg>& args, const mtp::PreprocessAttrs&
   t.max_dec_len = shadow ? r.ptr<int64_t>("max_dec_len") : nullptr;
   r.all_used();
   Outcome o;
-  o.result = mtp::preprocess_batch(t, a, r.rows("seq_lens_this_time"));
+  const int64_t bsz = r.rows("seq_lens_this_time");
+  o.result = shadow      ? mtp::preprocess_batch<mtp::Form::kShadow>(t, a, bsz)
+             : recompute ? mtp::preprocess_batch<mtp::Form::kRecompute>(t, a, bsz)
+                         : mtp::preprocess_batch<mtp::Form::kRollback>(t, a, bsz);
   if (o.result.code == mtp::kOk) *not_need_stop = o.result.any_running != 0;  // as the op does
   for (size_t k = 0; k < args.size(); ++k) o.after.push_back(r.bytes_after(k));
   return o;
@@ -245,7 +248,9 @@ Outcome run_mask(const std::vector<Arg>& args, bool at_end) {
                     at_end);
   t.out = reinterpret_cast<int32_t*>(out.data());
   Outcome o;
-  o.result = mtp::mask_batch(t, r.rows("seq_lens_this_time"));
+  const int64_t bsz = r.rows("seq_lens_this_time");
+  o.result = shadow ? mtp::mask_batch<mtp::Form::kShadow>(t, bsz)
+                    : mtp::mask_batch<mtp::Form::kRollback>(t, bsz);
   for (size_t k = 0; k < args.size(); ++k) o.after.push_back(r.bytes_after(k));
   if (o.result.code == mtp::kOk) o.out.assign(out.data(), out.size());
   return o;

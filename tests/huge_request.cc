@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
     t.decode_states_cols = 1;
   }
 
-  const mtp::BatchResult r = mtp::mask_batch(t, 1);
+  const mtp::BatchResult r = mtp::mask_batch<mtp::Form::kRollback>(t, 1);
   const int64_t last = 2 * int64_t{n} - 1;
   std::printf("%lld %d %d %d %d %d %d %d\n", static_cast<long long>(r.code), cu[0], n, t.out[1],
               t.out[last - 1], t.out[last], cursor[0], t.decode_states[t.decode_states_cols - 1]);

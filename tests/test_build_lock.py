@@ -20,17 +20,16 @@ import pytest
 from fastdeploy_mtp import _build, ops
 
 ROOT = Path(__file__).resolve().parent.parent
-FORM = _build.DEFAULT_FORM
-NAME = _build.module_name(FORM)
+NAME = _build.MODULE_NAME
 FAKE_LIBRARY = b"\x7fELF" + bytes(4092)
 
 
 @pytest.fixture
 def cache(monkeypatch, tmp_path):
-    """An empty cache folder, and the folder the default form's build takes in it."""
+    """An empty cache folder, and the folder the library's build takes in it."""
     root = tmp_path / "cache"
     monkeypatch.setenv(_build.CACHE_VARIABLE, str(root))
-    return root, root / _build.source_hash(_build.with_cuda(), form=FORM)
+    return root, root / _build.source_hash(_build.with_cuda())
 
 
 @pytest.fixture
@@ -64,16 +63,16 @@ def finished(final: Path) -> bool:
 
 def test_the_first_use_builds_once_and_says_what_and_why(cache, builds, capsys):
     root, final = cache
-    assert ops._build_from_source(FORM) == ("built", NAME)
+    assert ops._build_from_source() == ("built", NAME)
     err = capsys.readouterr().err
     kind = "CPU and CUDA" if _build.with_cuda() else "CPU"
-    assert (f"fastdeploy_mtp: building the {kind} op library of the {FORM} form into {final}, "
+    assert (f"fastdeploy_mtp: building the {kind} op library into {final}, "
             "since none is built there yet for these sources, flags and Paddle (once) ...\n"
             in err), err
     assert len(err.splitlines()) == 2 and "built in" in err.splitlines()[1], err
     assert finished(final) and sorted(p.name for p in root.iterdir()) == [final.name,
                                                                        final.name + ".lock"]
-    assert ops._build_from_source(FORM) == ("loaded", NAME)
+    assert ops._build_from_source() == ("loaded", NAME)
     assert len(builds) == 1 and capsys.readouterr().err == ""
 
 
@@ -93,7 +92,7 @@ def test_a_half_finished_or_damaged_build_is_rebuilt_not_loaded(cache, builds, c
     if damage == "garbled marker":
         so.write_bytes(FAKE_LIBRARY)
         (final / _build.BUILT_MARKER).write_text("x")
-    assert ops._build_from_source(FORM) == ("built", NAME)
+    assert ops._build_from_source() == ("built", NAME)
     assert "since the build there is unfinished or damaged" in capsys.readouterr().err
     assert len(builds) == 1 and finished(final)
     assert sorted(p.name for p in root.iterdir()) == [final.name, final.name + ".lock"]
@@ -146,12 +145,12 @@ def test_a_second_process_waits_for_the_builder_and_loads_its_library(cache, bui
     root, final = cache
     holder = hold_lock(root, final, mode)
     t0 = time.time()
-    assert ops._build_from_source(FORM) == ("loaded", NAME)
+    assert ops._build_from_source() == ("loaded", NAME)
     assert time.time() - t0 > 0.5 and holder.wait(10) == 0
     err = capsys.readouterr().err
     assert err == (f"fastdeploy_mtp: waiting for another process building the "
-                   f"{'CPU and CUDA' if _build.with_cuda() else 'CPU'} op library of the "
-                   f"{FORM} form into {final} (pid {holder.pid}) ...\n"), err
+                   f"{'CPU and CUDA' if _build.with_cuda() else 'CPU'} op library "
+                   f"into {final} (pid {holder.pid}) ...\n"), err
     assert builds == [] and finished(final)
 
 
@@ -159,7 +158,7 @@ def test_a_killed_builder_releases_the_lock_and_its_half_build_is_redone(cache, 
     root, final = cache
     holder = hold_lock(root, final, "hang")
     result = []
-    waiter = threading.Thread(target=lambda: result.append(ops._build_from_source(FORM)))
+    waiter = threading.Thread(target=lambda: result.append(ops._build_from_source()))
     waiter.start()
     try:
         waiter.join(1.0)
@@ -183,7 +182,8 @@ CHILD = textwrap.dedent("""
     while not Path(sys.argv[2]).exists():
         time.sleep(0.01)
     lib = ops.load_library()
-    print("ops:", hasattr(lib, "draft_model_preprocess"), hasattr(lib, "update_attn_mask_offsets"))
+    print("ops:", hasattr(lib, "draft_model_preprocess_rollback"),
+      hasattr(lib, "update_attn_mask_offsets_shadow"))
 """)
 
 

@@ -194,10 +194,11 @@ def test_without_paddle_the_help_version_and_signature_still_work(tmp_path):
 BUILD_ERROR = """
 from fastdeploy_mtp import _build, ops
 
-def refuse(form):
+def refuse():
     raise _build.BuildError("no C++ compiler found: install g++, or name one in CXX")
 
-ops._load_form = refuse
+ops._build_from_source = refuse
+ops._installed_is_current = lambda: False
 """
 
 
@@ -214,11 +215,11 @@ def test_a_library_that_cannot_be_built_is_one_line_and_exit_2(argv):
 def test_a_build_error_of_several_lines_is_still_one(monkeypatch, capsys):
     from fastdeploy_mtp import _build, ops
 
-    def refuse(form):
+    def refuse():
         raise _build.BuildError("the cache folder /x is not writable:\n  make it so, or set "
                                 "FASTDEPLOY_MTP_CACHE")
 
-    monkeypatch.setattr(ops, "_load_form", refuse)
+    monkeypatch.setattr(ops, "load_library", refuse)
     assert cli.main(["check", "--form", "rollback"]) == 2
     err = capsys.readouterr().err
     assert err == ("fastdeploy_mtp: error: the cache folder /x is not writable: make it so, or "
@@ -233,10 +234,11 @@ def test_a_bug_keeps_its_traceback(error):
     code, _, err = _program(["simulate", "--steps", "2"], prelude=f"""
 from fastdeploy_mtp import ops
 
-def broken(form):
+def broken():
     raise {error}
 
-ops._load_form = broken
+ops._build_from_source = broken
+ops._installed_is_current = lambda: False
 """)
     assert code == 1 and "Traceback" in err, (code, err)
 
@@ -283,32 +285,32 @@ def test_ctrl_c_is_one_line_and_exit_130():
     assert err.decode() == "fastdeploy_mtp: interrupted\n", err
 
 
-# In check's child processes, the check itself says so and then takes its time.
+# The check of a form says so and then takes its time.
 SLOW_CHECK = """\
-import os
 import time
 
-if os.environ.get("FASTDEPLOY_MTP_FORM"):  # a child of `check`
-    import fastdeploy_mtp.registration as registration
+import fastdeploy_mtp.registration as registration
 
-    def waiting(form, print_fn=print):
-        print("child waiting", flush=True)
-        time.sleep(600)
-        return []
 
-    registration.check_all = waiting
+def waiting(form, print_fn=print):
+    print("check waiting", flush=True)
+    time.sleep(600)
+    return []
+
+
+registration.check_all = waiting
 """
 
 
 def test_ctrl_c_during_check_of_every_form_is_one_line_and_exit_130(tmp_path):
-    """A terminal's Ctrl-C reaches `check` and the child checking a form
-    alike: the child says so, `check` adds no second line, and stops."""
+    """A terminal's Ctrl-C during `check`: one line, exit 130, and no
+    further form checked."""
     (tmp_path / "sitecustomize.py").write_text(SLOW_CHECK)
     env = dict(_env(str(tmp_path)))
     env.pop("FASTDEPLOY_MTP_FORM", None)
     proc = _start(["check"], env=env)
     lines = []
-    while not lines or lines[-1] != b"child waiting\n":
+    while not lines or lines[-1] != b"check waiting\n":
         lines.append(proc.stdout.readline())
         assert lines[-1], lines
     os.killpg(proc.pid, signal.SIGINT)
@@ -341,35 +343,52 @@ def test_a_writable_plot_place_is_left_as_it_was(tmp_path):
 # check: what it builds, and why, before it builds
 
 
-def test_check_says_why_it_runs_every_form_in_a_process_of_its_own(monkeypatch, capsys):
-    started = []
+def test_check_says_what_it_builds_and_checks_every_form(monkeypatch, capsys):
+    from fastdeploy_mtp import registration
 
-    def child(form):
-        started.append((form, capsys.readouterr().out))
-        return 0
+    checked = []
 
-    monkeypatch.setattr(cli, "_check_in_own_process", child)
+    def check_all(form, print_fn=print):
+        checked.append((form, capsys.readouterr().out))
+        return []
+
+    monkeypatch.setattr(registration, "check_all", check_all)
     assert cli.main(["check"]) == 0
-    forms = [form for form, _ in started]
-    assert forms == ["rollback", "recompute", "shadow"]
-    said = started[0][1]
-    assert said.startswith("check: the forms rollback, recompute, shadow, each in a process of its "
-                           "own with an op library of its own"), said
-    assert "not built yet builds it first" in said and said.endswith("== the rollback form\n")
-    assert [out for _, out in started[1:]] == ["== the recompute form\n", "== the shadow form\n"]
+    assert [form for form, _ in checked] == ["rollback", "recompute", "shadow"]
+    said = checked[0][1]
+    assert said.startswith("check: the op library holds every form's ops; the first use builds "
+                           "it, once\n"), said
+    assert said.endswith("== the rollback form\n")
+    assert [out for _, out in checked[1:]] == ["== the recompute form\n", "== the shadow form\n"]
+    assert capsys.readouterr().out == ("registration matches fastdeploy_mtp/signature.py "
+                                       "(rollback, recompute, shadow)\n")
 
 
-@pytest.mark.parametrize("stop,code", [(2, 2), (130, 130), (-signal.SIGINT, 130)])
-def test_check_stops_at_a_form_whose_process_refused_or_was_interrupted(monkeypatch, stop, code):
-    started = []
-    monkeypatch.setattr(cli, "_check_in_own_process", lambda form: started.append(form) or stop)
-    assert cli.main(["check"]) == code
-    assert started == ["rollback"]
+def test_check_stops_at_a_library_that_cannot_be_built(monkeypatch, capsys):
+    from fastdeploy_mtp import _build, registration
+
+    checked = []
+
+    def check_all(form, print_fn=print):
+        checked.append(form)
+        raise _build.BuildError("no C++ compiler")
+
+    monkeypatch.setattr(registration, "check_all", check_all)
+    assert cli.main(["check"]) == 2
+    assert checked == ["rollback"]
+    assert capsys.readouterr().err == "fastdeploy_mtp: error: no C++ compiler\n"
 
 
-def test_check_of_every_form_fails_if_one_does(monkeypatch):
-    monkeypatch.setattr(cli, "_check_in_own_process", lambda form: int(form == "recompute"))
+def test_check_of_every_form_fails_if_one_does_and_checks_them_all(monkeypatch, capsys):
+    from fastdeploy_mtp import registration
+
+    checked = []
+    monkeypatch.setattr(registration, "check_all",
+                        lambda form, print_fn=print: checked.append(form)
+                        or (["a difference"] if form == "recompute" else []))
     assert cli.main(["check"]) == 1
+    assert checked == ["rollback", "recompute", "shadow"]
+    assert "1 difference(s)" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------------------

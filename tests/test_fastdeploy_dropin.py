@@ -6,10 +6,10 @@ mask_rollback (docs/contract.md)."""
 import numpy as np
 import pytest
 
-from fastdeploy_mtp import ops
+from fastdeploy_mtp import forms, ops
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import read_registered
-from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
+from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS, op_name
 from helpers import (DEVICES, WITH_GUARDED, assert_raw_refused, assert_states_equal, call_op,
                      decode_states_case, preprocess_attrs, raw_refusal_cases,
                      run_mask_op, run_mask_ref, run_preprocess_op, run_preprocess_ref, to_numpy,
@@ -126,7 +126,7 @@ def test_short_cu_seqlens_q_bounds_the_last_request_by_the_token_total(device):
 
 def test_mask_outputs_are_registered_in_fastdeploy_s_order():
     ops.load_library()
-    reg = read_registered(UPDATE_ATTN_MASK_OFFSETS.name)
+    reg = read_registered(op_name("rollback", UPDATE_ATTN_MASK_OFFSETS))
     assert list(reg.outputs)[:3] == ["attn_mask_offsets", "decode_states_out",
                                      "mask_rollback_out"]
     assert list(reg.outputs)[3:] == ["attn_mask_offsets_decoder_out"]
@@ -140,7 +140,7 @@ def test_the_raw_op_returns_decode_states_second(device):
     s = states.mask_state(np.random.default_rng(11), 6, branches=["decode"] * 6)
     want_out, want = run_mask_ref(s)
     t = to_tensors(s, device)
-    lib = ops.load_library()
+    lib = forms.load("rollback").library
     outs = lib.update_attn_mask_offsets(*[t[n] for n in UPDATE_ATTN_MASK_OFFSETS.input_names])
     assert len(outs) == 4
     np.testing.assert_array_equal(outs[0].numpy(), want_out)
@@ -154,7 +154,7 @@ def test_the_raw_op_returns_decode_states_second(device):
 
 def test_preprocess_outputs_follow_the_inputs():
     ops.load_library()
-    reg = read_registered(DRAFT_MODEL_PREPROCESS.name)
+    reg = read_registered(op_name("rollback", DRAFT_MODEL_PREPROCESS))
     assert list(reg.outputs) == [f"{n}_out" for n in DRAFT_MODEL_PREPROCESS.written]
 
 
@@ -338,4 +338,4 @@ def test_the_raw_ops_refuse_a_wrong_dtype_or_too_few_rows_unchanged(device, op, 
     _, _, s, message = next(c for c in RAW_CASES if c[:2] == (op, case))
     sig, attrs = ((DRAFT_MODEL_PREPROCESS, (2, False, False, True)) if op == "preprocess"
                   else (UPDATE_ATTN_MASK_OFFSETS, ()))
-    assert_raw_refused(ops.load_library(), sig, s, attrs, message, device)
+    assert_raw_refused(forms.load("rollback").library, sig, s, attrs, message, device)

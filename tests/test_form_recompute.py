@@ -1,7 +1,4 @@
-"""FastDeploy's recompute form of draft_model_preprocess (22 tensors), in a
-process of its own: ``FASTDEPLOY_MTP_FORM=recompute python -m pytest
-tests/test_form_recompute.py``. The default run starts that process
-(test_forms.py), since a process registers one form's ops."""
+"""FastDeploy's recompute form of draft_model_preprocess (22 tensors)."""
 
 import numpy as np
 import pytest
@@ -15,10 +12,6 @@ from fastdeploy_mtp.signature import FORMS
 import guarded
 from helpers import (DEVICES, assert_raw_alias_refused, assert_raw_refused, assert_states_equal,
                      call_raw, raw_refusal_cases, same_kind_pairs, to_numpy, to_tensors)
-
-pytestmark = pytest.mark.skipif(
-    ops.process_form() != "recompute",
-    reason="the recompute form runs in a process of its own (test_forms.py starts it)")
 
 SIG = FORMS["recompute"]["draft_model_preprocess"]
 I32_MAX, I64_MAX = 2**31 - 1, 2**63 - 1
@@ -64,15 +57,13 @@ def decode_state(k=3, bsz=2):
 
 
 def test_registered_as_fastdeploy_registers_the_recompute_form():
-    lib = ops.load_library()
-    reg = read_registered("draft_model_preprocess")
+    reg = read_registered("draft_model_preprocess_recompute")
     assert differences(SIG, reg) == []
     assert len(reg.inputs) == 22 and reg.inputs[12] == "recompute_token_num"
     assert reg.outputs == ("draft_tokens_out", "input_ids_out", "stop_flags_out",
                            "seq_lens_this_time_out", "seq_lens_encoder_out",
                            "seq_lens_decoder_out", "step_idx_out", "not_need_stop_out",
                            "batch_drop_out", "pre_ids_out")
-    assert lib is forms.load("recompute").library
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -81,22 +72,9 @@ def test_the_raw_op_called_positionally_as_fastdeploy_does(device, k):
     s = states.recompute_state(np.random.default_rng(k), 24, num_model_step=k)
     attrs = attrs_of(k)
     t = to_tensors(s, device)
-    ops.load_library().draft_model_preprocess(*[t[n] for n in SIG.input_names], k, False, False,
+    forms.load("recompute").library.draft_model_preprocess(*[t[n] for n in SIG.input_names], k, False, False,
                                                True)
     assert_states_equal(to_numpy(t), run_ref(s, attrs), f"k={k}")
-
-
-def test_the_default_form_s_wrapper_says_which_to_call():
-    s = states.preprocess_state(np.random.default_rng(0), 2, num_model_step=2)
-    with pytest.raises(RuntimeError, match=r"forms.load\('recompute'\)"):
-        ops.draft_model_preprocess(**to_tensors(s), **attrs_of(2))
-
-
-def test_another_form_in_this_process_is_refused():
-    with pytest.raises(RuntimeError, match="process of its own"):
-        ops.load_library("rollback")
-    with pytest.raises(RuntimeError, match="process of its own"):
-        forms.load("rollback")
 
 
 # ---------------------------------------------------------------------------
@@ -377,7 +355,7 @@ def test_recompute_token_num_hostile_arguments_are_refused_unchanged(device, cas
 
 
 def raw_call(t, k=3):
-    call_raw(ops.load_library(), SIG, t, attrs_of(k).values())
+    call_raw(forms.load("recompute").library, SIG, t, attrs_of(k).values())
 
 
 # Inputs this form never reads: they may alias anything.
@@ -391,7 +369,7 @@ def test_the_raw_op_refuses_a_written_tensor_passed_twice_unchanged(device, writ
     """base_model_seq_lens_this_time among them: this form reads it, so it may
     not share memory with a written tensor (the default form never reads it).
     One request, so that not_need_stop's one row is every vector's."""
-    assert_raw_alias_refused(ops.load_library(), SIG, decode_state(3, bsz=1), written, other,
+    assert_raw_alias_refused(forms.load("recompute").library, SIG, decode_state(3, bsz=1), written, other,
                              attrs_of(3).values(), device)
 
 
@@ -403,7 +381,7 @@ def test_base_model_seq_lens_this_time_is_checked_for_overlap():
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("k", [0, -1])
 def test_the_raw_op_refuses_num_model_step_below_1_unchanged(device, k):
-    assert_raw_refused(ops.load_library(), SIG, decode_state(3), attrs_of(k).values(),
+    assert_raw_refused(forms.load("recompute").library, SIG, decode_state(3), attrs_of(k).values(),
                        f"num_model_step must be >= 1, got {k}", device)
 
 
@@ -432,4 +410,4 @@ RAW_CASES = raw_refusal_cases(SIG, decode_state(3))
 @pytest.mark.parametrize("case", [c[0] for c in RAW_CASES])
 def test_the_raw_op_refuses_a_wrong_dtype_or_too_few_rows_unchanged(device, case):
     _, s, message = next(c for c in RAW_CASES if c[0] == case)
-    assert_raw_refused(ops.load_library(), SIG, s, attrs_of(3).values(), message, device)
+    assert_raw_refused(forms.load("recompute").library, SIG, s, attrs_of(3).values(), message, device)

@@ -1,8 +1,5 @@
 """FastDeploy's shadow form (develop's 17-tensor draft_model_preprocess and
-8-tensor update_attn_mask_offsets), in a process of its own:
-``FASTDEPLOY_MTP_FORM=shadow python -m pytest tests/test_form_shadow.py``.
-The default run starts that process (test_forms.py), since a process
-registers one form's ops."""
+8-tensor update_attn_mask_offsets)."""
 
 import numpy as np
 import pytest
@@ -17,10 +14,6 @@ import guarded
 from helpers import (DEVICES, assert_raw_alias_refused, assert_raw_refused, assert_states_equal,
                      call_raw, decode_states_case, raw_refusal_cases, same_kind_pairs, to_numpy,
                      to_tensors)
-
-pytestmark = pytest.mark.skipif(
-    ops.process_form() != "shadow",
-    reason="the shadow form runs in a process of its own (test_forms.py starts it)")
 
 SIG = FORMS["shadow"]["draft_model_preprocess"]
 MASK = FORMS["shadow"]["update_attn_mask_offsets"]
@@ -92,8 +85,7 @@ def fastdeploy_test_state(rng, bsz):
 
 
 def test_registered_as_fastdeploy_registers_the_shadow_form():
-    lib = ops.load_library()
-    reg = read_registered("draft_model_preprocess")
+    reg = read_registered("draft_model_preprocess_shadow")
     assert differences(SIG, reg) == []
     assert len(reg.inputs) == 17 and reg.inputs[15] == "max_dec_len"
     assert [a[0] for a in reg.attrs] == ["num_model_step", "is_splitwise_prefill"]
@@ -101,10 +93,9 @@ def test_registered_as_fastdeploy_registers_the_shadow_form():
                            "seq_lens_this_time_out", "seq_lens_encoder_out",
                            "seq_lens_decoder_out", "step_idx_out", "not_need_stop_out",
                            "pre_ids_out")
-    mask = read_registered("update_attn_mask_offsets")
+    mask = read_registered("update_attn_mask_offsets_shadow")
     assert differences(MASK, mask) == []
     assert len(mask.inputs) == 8 and "mask_rollback" not in mask.inputs
-    assert lib is shadow().library
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -114,7 +105,7 @@ def test_the_raw_op_called_positionally_as_fastdeploy_s_test_does(device, splitw
     """FastDeploy's kernel refuses more than 1024 requests; ours takes any batch."""
     s = fastdeploy_test_state(np.random.default_rng(bsz + splitwise), bsz)
     t = to_tensors(s, device)
-    ops.load_library().draft_model_preprocess(*[t[n] for n in SIG.input_names], 10, splitwise)
+    forms.load("shadow").library.draft_model_preprocess(*[t[n] for n in SIG.input_names], 10, splitwise)
     assert_states_equal(to_numpy(t), run_ref(s, 10, splitwise), f"bsz={bsz}")
 
 
@@ -122,30 +113,12 @@ def test_the_raw_op_called_positionally_as_fastdeploy_s_test_does(device, splitw
 def test_the_raw_mask_op_called_positionally_as_fastdeploy_does(device):
     s = states.shadow_mask_state(np.random.default_rng(2), 40)
     t = to_tensors(s, device)
-    outs = ops.load_library().update_attn_mask_offsets(*[t[n] for n in MASK.input_names])
+    outs = forms.load("shadow").library.update_attn_mask_offsets(*[t[n] for n in MASK.input_names])
     want = states.copy_state(s)
     want_out = reference.update_attn_mask_offsets_shadow(**want)
     out = outs[0] if isinstance(outs, (list, tuple)) else outs
     np.testing.assert_array_equal(out.numpy(), want_out)
     assert_states_equal(to_numpy(t), want)
-
-
-def test_the_default_form_s_wrappers_say_which_to_call():
-    s = states.preprocess_state(np.random.default_rng(0), 2, num_model_step=2)
-    with pytest.raises(RuntimeError, match=r"forms.load\('shadow'\).draft_model_preprocess"):
-        ops.draft_model_preprocess(**to_tensors(s), num_model_step=2, truncate_first_token=False,
-                                   splitwise_prefill=False, kvcache_scheduler_v1=True)
-    m = states.mask_state(np.random.default_rng(0), 2)
-    with pytest.raises(RuntimeError, match=r"forms.load\('shadow'\).update_attn_mask_offsets"):
-        ops.update_attn_mask_offsets(**to_tensors(m))
-
-
-def test_another_form_in_this_process_is_refused():
-    for other in ("rollback", "recompute"):
-        with pytest.raises(RuntimeError, match="process of its own"):
-            ops.load_library(other)
-        with pytest.raises(RuntimeError, match="process of its own"):
-            forms.load(other)
 
 
 # ---------------------------------------------------------------------------
@@ -436,13 +409,13 @@ def test_a_mask_end_past_int32_is_refused_unchanged(device):
 
 
 def raw_call(t, k=3, splitwise=False):
-    call_raw(ops.load_library(), SIG, t, (k, splitwise))
+    call_raw(forms.load("shadow").library, SIG, t, (k, splitwise))
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("k", [0, -1, -(2**31)])
 def test_the_raw_op_refuses_num_model_step_below_1_unchanged(device, k):
-    assert_raw_refused(ops.load_library(), SIG, decode_state(3), (k, False),
+    assert_raw_refused(forms.load("shadow").library, SIG, decode_state(3), (k, False),
                        f"num_model_step must be >= 1, got {k}", device)
 
 
@@ -465,7 +438,7 @@ RAW_CASES = raw_refusal_cases(SIG, decode_state(3))
 @pytest.mark.parametrize("case", [c[0] for c in RAW_CASES])
 def test_the_raw_op_refuses_a_wrong_dtype_or_too_few_rows_unchanged(device, case):
     _, s, message = next(c for c in RAW_CASES if c[0] == case)
-    assert_raw_refused(ops.load_library(), SIG, s, (3, False), message, device)
+    assert_raw_refused(forms.load("shadow").library, SIG, s, (3, False), message, device)
 
 
 RAW_MASK_CASES = raw_refusal_cases(MASK, states.shadow_mask_state(np.random.default_rng(4), 3))
@@ -475,7 +448,7 @@ RAW_MASK_CASES = raw_refusal_cases(MASK, states.shadow_mask_state(np.random.defa
 @pytest.mark.parametrize("case", [c[0] for c in RAW_MASK_CASES])
 def test_the_raw_mask_op_refuses_a_wrong_dtype_or_too_few_rows_unchanged(device, case):
     _, s, message = next(c for c in RAW_MASK_CASES if c[0] == case)
-    assert_raw_refused(ops.load_library(), MASK, s, (), message, device)
+    assert_raw_refused(forms.load("shadow").library, MASK, s, (), message, device)
 
 
 # The one input this form never reads (FastDeploy e87ce4b8c's kernel takes it
@@ -502,7 +475,7 @@ def test_the_raw_op_lets_the_unread_input_alias_a_written_one(device, written):
                          same_kind_pairs(SIG, decode_state(3, bsz=1), not_read=NOT_READ))
 def test_the_raw_op_refuses_a_written_tensor_passed_twice_unchanged(device, written, other):
     """One request, so that not_need_stop's one row is every vector's."""
-    assert_raw_alias_refused(ops.load_library(), SIG, decode_state(3, bsz=1), written, other,
+    assert_raw_alias_refused(forms.load("shadow").library, SIG, decode_state(3, bsz=1), written, other,
                              (3, False), device)
 
 

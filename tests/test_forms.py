@@ -1,18 +1,13 @@
-"""Choosing a form of FastDeploy's ops: the tables, the choice, and each
-other form's own tests run in a process of that form."""
+"""The forms of FastDeploy's ops: their tables, every form's ops in one
+library and one process, and the choice of the process's form."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
+import inspect
 
 import numpy as np
 import pytest
 
-from fastdeploy_mtp import _build, forms, ops
-from fastdeploy_mtp.signature import DEFAULT_FORM, FORMS
-
-ROOT = Path(__file__).resolve().parent.parent
+from fastdeploy_mtp import forms, ops
+from fastdeploy_mtp.signature import DEFAULT_FORM, FORMS, op_name
 
 # FastDeploy's registration of its recompute form, as its source lists it.
 FASTDEPLOY_RECOMPUTE_INPUTS = (
@@ -71,50 +66,59 @@ def test_the_forms_register_the_same_ops_each_with_its_own_tables():
     assert c["update_attn_mask_offsets"] is not a["update_attn_mask_offsets"]
     assert len({id(f["draft_model_preprocess"]) for f in (a, b, c)}) == 3
     assert a["raise_pending_errors"] is b["raise_pending_errors"] is c["raise_pending_errors"]
-    assert tuple(_build.FORM_NAMES) == tuple(FORMS) and _build.DEFAULT_FORM == DEFAULT_FORM
 
 
-def test_this_process_uses_the_default_form():
+def test_every_form_is_registered_under_its_own_names_in_one_library():
+    lib = ops.load_library()
+    names = {op_name(form, sig) for form, table in FORMS.items() for sig in table.values()}
+    # One name an op of each form, but the op every form shares.
+    assert len(names) == 2 * len(FORMS) + 1
+    for name in names:
+        assert callable(getattr(lib, name)), name
+    assert op_name("recompute", FORMS["recompute"]["draft_model_preprocess"]) == \
+        "draft_model_preprocess_recompute"
+    # None is FastDeploy's own name: its library can be loaded beside ours.
+    assert not hasattr(lib, "draft_model_preprocess")
+    assert not hasattr(lib, "update_attn_mask_offsets")
+
+
+def test_every_form_s_library_view_holds_its_own_raw_ops_under_fastdeploy_s_names():
+    lib = ops.load_library()
+    for form in FORMS:
+        view = forms.load(form).library
+        for name, sig in FORMS[form].items():
+            assert getattr(view, name) is getattr(lib, op_name(form, sig))
+
+
+def test_every_form_runs_in_this_one_process():
+    # Each form's wrappers bind by their own table (the forms' own tests call
+    # every form's ops in this process).
+    for form in FORMS:
+        with pytest.raises(TypeError, match="missing a required argument"):
+            forms.load(form).draft_model_preprocess()
     assert ops.process_form() == DEFAULT_FORM
-    with pytest.raises(RuntimeError, match="FASTDEPLOY_MTP_FORM=recompute"):
-        ops.load_library("recompute")
-    with pytest.raises(RuntimeError, match="process of its own"):
-        forms.load("recompute")
-    assert forms.load(DEFAULT_FORM).library is ops.load_library()
+    assert ops.draft_model_preprocess is forms.load(DEFAULT_FORM).draft_model_preprocess
+
+
+@pytest.mark.parametrize("form", ["recompute", "shadow"])
+def test_the_form_variable_chooses_the_ops_module_s_wrappers(monkeypatch, form):
+    monkeypatch.setenv("FASTDEPLOY_MTP_FORM", form)
+    for name in FORMS[form]:
+        assert getattr(ops, name) is getattr(forms.load(form), name)
+    assert list(inspect.signature(ops.draft_model_preprocess).parameters) == \
+        list(FORMS[form]["draft_model_preprocess"].input_names
+             + FORMS[form]["draft_model_preprocess"].attr_names)
 
 
 @pytest.mark.parametrize("bad", ["bogus", "Recompute"])
 def test_an_unknown_form_is_refused_by_name(bad):
     with pytest.raises(ValueError, match=f"unknown form '{bad}'.*rollback, recompute, shadow"):
         forms.load(bad)
-    with pytest.raises(ValueError, match="unknown form"):
-        _build.module_name(bad)
 
 
 def test_an_unknown_form_in_the_environment_is_refused(monkeypatch):
-    monkeypatch.setattr(ops, "_loaded_form", None)
     monkeypatch.setenv("FASTDEPLOY_MTP_FORM", "nope")
     with pytest.raises(ValueError, match="FASTDEPLOY_MTP_FORM='nope'"):
         ops.process_form()
-
-
-def test_each_form_has_its_own_library_and_build():
-    assert _build.module_name("rollback") == "fastdeploy_mtp_ops"
-    assert _build.module_name("recompute") == "fastdeploy_mtp_ops_recompute"
-    assert _build.form_flags("rollback") == []
-    assert _build.form_flags("recompute") == ["-DMTP_FORM_RECOMPUTE"]
-    assert _build.module_name("shadow") == "fastdeploy_mtp_ops_shadow"
-    assert _build.form_flags("shadow") == ["-DMTP_FORM_SHADOW"]
-    hashes = {_build.source_hash(False, form=f) for f in _build.FORM_NAMES}
-    assert len(hashes) == len(_build.FORM_NAMES)
-
-
-@pytest.mark.parametrize("form", ["recompute", "shadow"])
-def test_each_form_s_tests_pass_in_a_process_of_that_form(form):
-    env = dict(os.environ, FASTDEPLOY_MTP_FORM=form)
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        str(ROOT / "tests" / f"test_form_{form}.py")],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    tail = (r.stdout + r.stderr)[-3000:]
-    assert r.returncode == 0, tail
-    assert " passed" in tail and "skipped" not in tail.splitlines()[-1], tail
+    with pytest.raises(ValueError, match="FASTDEPLOY_MTP_FORM='nope'"):
+        ops.draft_model_preprocess

@@ -13,7 +13,7 @@ import argparse
 import numpy as np
 import pytest
 
-from fastdeploy_mtp import ops, reference
+from fastdeploy_mtp import forms, ops, reference
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
 from helpers import (DEVICES, WITH_GUARDED, assert_unchanged, call_op, outcome_mismatch,
@@ -264,7 +264,7 @@ def test_preprocess_none_at_every_position(device, name):
         preprocess(t_none)
     assert_unchanged({k: v for k, v in t.items() if k != name}, before)
     # The raw library op (as FastDeploy calls it) refuses it too, without crashing.
-    lib = ops.load_library()
+    lib = forms.load("rollback").library
     args = [t_none[n] for n in DRAFT_MODEL_PREPROCESS.input_names] + [1, False, False, True]
     with pytest.raises(Exception, match=f"{name} is missing"):
         lib.draft_model_preprocess(*args)
@@ -281,7 +281,7 @@ def test_mask_none_at_every_position(device, name):
     with pytest.raises(ops.BadInputError,
                        match=f"{name} (must be a paddle.Tensor|is missing \\(None\\))"):
         ops.update_attn_mask_offsets(**t_none)
-    lib = ops.load_library()
+    lib = forms.load("rollback").library
     with pytest.raises(Exception, match=f"{name} is missing"):
         lib.update_attn_mask_offsets(*[t_none[n] for n in UPDATE_ATTN_MASK_OFFSETS.input_names])
     assert_unchanged({k: v for k, v in t.items() if k != name}, before)

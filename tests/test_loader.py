@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from fastdeploy_mtp import _build, ops
-from fastdeploy_mtp.signature import DEFAULT_FORM
 
 
 
@@ -230,28 +229,23 @@ def _one_line(e) -> str:
     return text
 
 
-@pytest.fixture
-def no_form_loaded(monkeypatch):
-    monkeypatch.setattr(ops, "_loaded_form", None)
-
-
 @pytest.mark.parametrize("value, form", [(None, "rollback"), ("", "rollback"),
                                          ("recompute", "recompute"), ("shadow", "shadow"),
                                          ("rollback", "rollback")])
 def test_the_form_variable_names_the_process_form_and_empty_means_unset(
-        monkeypatch, no_form_loaded, value, form):
+        monkeypatch, value, form):
     set_env(monkeypatch, "FASTDEPLOY_MTP_FORM", value)
     assert ops.process_form() == form
 
 
 @pytest.mark.parametrize("bad", ["nope", "Recompute", " recompute", "rollback,shadow"])
-def test_an_unknown_form_variable_is_one_line_naming_the_forms(monkeypatch, no_form_loaded, bad):
+def test_an_unknown_form_variable_is_one_line_naming_the_forms(monkeypatch, bad):
     monkeypatch.setenv("FASTDEPLOY_MTP_FORM", bad)
-    for call in (ops.process_form, ops.load_library):
+    for call in (ops.process_form, lambda: ops.draft_model_preprocess):
         with pytest.raises(_build.BuildError) as e:
             call()
         assert isinstance(e.value, ValueError)
-        assert _one_line(e) == (f"FASTDEPLOY_MTP_FORM={bad!r}: FastDeploy's forms here are "
+        assert _one_line(e) == (f"FASTDEPLOY_MTP_FORM={bad!r}: the forms here are "
                                 "rollback, recompute, shadow (empty or unset: rollback)")
 
 
@@ -319,21 +313,18 @@ def test_a_cache_variable_naming_an_unwritable_place_is_refused(monkeypatch):
 def test_the_build_variable_set_empty_and_unset(monkeypatch, value, forced):
     """1 builds from source even where a current library is installed."""
     set_env(monkeypatch, "FASTDEPLOY_MTP_BUILD", value)
-    monkeypatch.setattr(ops, "_installed_is_current", lambda form: True)
+    monkeypatch.setattr(ops, "_installed_is_current", lambda: True)
     monkeypatch.setattr(ops, "_import_installed", lambda: "installed")
-    monkeypatch.setattr(ops, "_build_from_source", lambda form: "built")
-    monkeypatch.setattr(ops, "_loaded_form", None)
-    monkeypatch.setattr(ops, "_loaded_module", None)
+    monkeypatch.setattr(ops, "_build_from_source", lambda: "built")
     assert _build.force_build() is forced
-    assert ops._load_form.__wrapped__(DEFAULT_FORM) == ("built" if forced else "installed")
+    assert ops.load_library.__wrapped__() == ("built" if forced else "installed")
 
 
 @pytest.mark.parametrize("bad", ["yes", "true", "2", " 1"])
 def test_a_bad_build_variable_is_refused_in_one_line(monkeypatch, bad):
     monkeypatch.setenv("FASTDEPLOY_MTP_BUILD", bad)
-    monkeypatch.setattr(ops, "_loaded_form", None)
     with pytest.raises(_build.SettingError) as e:
-        ops._load_form.__wrapped__(DEFAULT_FORM)
+        ops.load_library.__wrapped__()
     assert _one_line(e) == (f"FASTDEPLOY_MTP_BUILD={bad!r}: 1 builds the op library from source "
                             "even where one is installed; 0, empty or unset uses an installed "
                             "one that is current")

@@ -1,5 +1,7 @@
 """MTPProposer: each insert path, the refusals, and the name check."""
 
+import types
+
 import numpy as np
 import pytest
 
@@ -245,7 +247,7 @@ def test_drifted_wrapper_fails_loudly(monkeypatch):
                 seq_lens_encoder_renamed, **rest):
         raise AssertionError("must not be reached")
 
-    monkeypatch.setattr(ops, "draft_model_preprocess", drifted)
+    monkeypatch.setattr(p, "form_ops", types.SimpleNamespace(draft_model_preprocess=drifted))
     with pytest.raises(TypeError):
         p.prepare_inputs()
 

@@ -9,10 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from fastdeploy_mtp import ops, reference
+from fastdeploy_mtp import forms, ops, reference
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import (FORMS, GENERATED_HEADERS, OPS, cpp_checks, cpp_params,
-                                      cpp_views)
+                                      cpp_views, op_name)
 from helpers import preprocess_attrs, to_numpy, to_tensors
 from fastdeploy_mtp.harness import states
 
@@ -21,7 +21,7 @@ REPO = __import__("os").path.dirname(__import__("os").path.dirname(__import__("o
 
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_registration_matches_table(name):
-    assert differences(OPS[name], read_registered(name)) == []
+    assert differences(OPS[name], read_registered(op_name("rollback", OPS[name]))) == []
 
 
 def test_check_notices_a_drifted_table():
@@ -29,7 +29,7 @@ def test_check_notices_a_drifted_table():
     swapped = list(sig.inputs)
     swapped[4], swapped[5] = swapped[5], swapped[4]  # seq_lens_encoder <-> seq_lens_decoder
     drifted = dataclasses.replace(sig, inputs=tuple(swapped))
-    diffs = differences(drifted, read_registered(sig.name))
+    diffs = differences(drifted, read_registered(op_name("rollback", sig)))
     assert any(".inputs" in d for d in diffs) and any(".outputs" in d for d in diffs)
 
 
@@ -39,7 +39,7 @@ def test_check_notices_each_field_on_its_own(field):
     entry dropped) is reported, as that field: attributes and in-place pairs
     matter to a FastDeploy runner as much as the tensors' order."""
     sig = OPS["draft_model_preprocess"]
-    reg = read_registered(sig.name)
+    reg = read_registered(op_name("rollback", sig))
     value = getattr(reg, field)
     assert len(value) >= 2, field
     fewer = dict(list(value.items())[1:]) if field == "inplace" else tuple(value[1:])
@@ -54,10 +54,11 @@ def test_check_command_exits_zero_and_lists_everything():
     said = re.split(r"== the (?:recompute|shadow) form", r.stdout)
     assert len(said) == 3 and "== the rollback form" in said[0], r.stdout
     assert r.stdout.index("== the recompute form") < r.stdout.index("== the shadow form")
+    assert r.stdout.endswith("registration matches fastdeploy_mtp/signature.py "
+                             "(rollback, recompute, shadow)\n"), r.stdout
     for form, out in zip(("rollback", "recompute", "shadow"), said):
-        assert f"registration matches fastdeploy_mtp/signature.py (the {form} form)" in out
         for sig in FORMS[form].values():
-            assert f"{sig.name}: OK" in out
+            assert f"{op_name(form, sig)}: OK" in out
             for pair in sig.inplace_map.items():
                 assert "%s -> %s" % pair in out
 
@@ -82,7 +83,7 @@ def test_fastdeploy_positional_call():
     s = states.preprocess_state(np.random.default_rng(7), 40, num_model_step=3)
     attrs = preprocess_attrs(3, truncate=True, v1=True)
     a, b = to_tensors(s), to_tensors(s)
-    ops.load_library().draft_model_preprocess(*[a[n] for n in sig.input_names],
+    forms.load("rollback").library.draft_model_preprocess(*[a[n] for n in sig.input_names],
                                               *[attrs[n] for n in sig.attr_names])
     ops.draft_model_preprocess(**b, **attrs)
     for name, arr in to_numpy(b).items():
@@ -93,7 +94,7 @@ def test_mask_positional_call():
     sig = OPS["update_attn_mask_offsets"]
     s = states.mask_state(np.random.default_rng(8), 40)
     a, b = to_tensors(s), to_tensors(s)
-    out_a = ops.load_library().update_attn_mask_offsets(*[a[n] for n in sig.input_names])
+    out_a = forms.load("rollback").library.update_attn_mask_offsets(*[a[n] for n in sig.input_names])
     out_b = ops.update_attn_mask_offsets(**b)
     np.testing.assert_array_equal(out_a[0].numpy(), out_b.numpy())
     for name, arr in to_numpy(b).items():
@@ -140,7 +141,7 @@ def test_check_command_fails_on_a_drifted_table(monkeypatch, capsys):
     monkeypatch.setitem(reg_mod.FORMS, "rollback", {sig.name: drifted})
     assert cli.main(["check", "--form", "rollback"]) == 1
     out = capsys.readouterr().out
-    assert "update_attn_mask_offsets: DIFFERS" in out and "DIFFERENCE" in out
+    assert "update_attn_mask_offsets_rollback: DIFFERS" in out and "DIFFERENCE" in out
 
 
 def test_no_registration_spells_names_itself():
@@ -412,11 +413,11 @@ def test_the_shadow_forms_fixed_attributes():
         "v.attrs.truncate_first_token = true;", "v.attrs.kvcache_scheduler_v1 = false;"]
 
 
-# The C++ files that bind the ops by hand: the form's tensors reach them only
-# through op_bindings.h's macros and functions.
-HAND_WRITTEN = ["custom_ops/draft_model_preprocess_op.cc",
-                "custom_ops/update_attn_mask_offsets_op.cc",
-                "custom_ops/tensor_views.h", "custom_ops/bench/bench_ops.cc"]
+# The hand-written C++ files of the binding layer: the forms' tensors reach
+# them only through the generated files' macros and functions.
+HAND_WRITTEN = ["custom_ops/op_dispatch.h", "custom_ops/pending_errors_op.cc",
+                "custom_ops/tensor_views.h", "custom_ops/tensor_checks.h",
+                "custom_ops/bench/bench_ops.cc"]
 
 
 def _code(text):
@@ -436,18 +437,3 @@ def test_no_hand_written_binding_names_a_tensor_catches_one():
                  "v.t.draft_tokens = 0;")
     found = {m.group(1) for m in re.finditer(r"(?<![.>\w])(\w+)\b", code)}
     assert "seq_lens_this_time" in found and "draft_tokens" not in found
-
-
-def test_the_wrappers_pass_the_tables_tensors_in_its_order():
-    """ops.py hands the op its tensors in one tuple; it lists the table's inputs."""
-    import ast
-
-    tree = ast.parse(_read("fastdeploy_mtp/ops.py"))
-    seen = 0
-    for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in OPS):
-        for node in ast.walk(fn):
-            if (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
-                    and node.targets[0].id == "tensors" and isinstance(node.value, ast.Tuple)):
-                assert [e.id for e in node.value.elts] == list(OPS[fn.name].input_names)
-                seen += 1
-    assert seen >= 2

@@ -5,10 +5,6 @@ would make outside a row, each against values worked out by hand from
 FastDeploy's code (paths in FastDeploy's tree, at the commit named); then the
 loop with the tiny draft model and the cache-free oracle."""
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -263,15 +259,7 @@ def test_the_replay_s_preprocess_gives_fastdeploy_s_result_with_the_swap():
 
 
 def test_the_recompute_form_s_replay_gives_fastdeploy_s_result_with_the_swap():
-    """The same in a process of the recompute form (a process registers one
-    form's ops)."""
-    code = ("import json, sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; "
-            "import test_sim_fastdeploy as t; print(json.dumps(t.swap_case('recompute')))")
-    env = dict(os.environ, FASTDEPLOY_MTP_FORM="recompute")
-    r = subprocess.run([sys.executable, "-c", code, str(ROOT), str(ROOT / "tests")], cwd=ROOT,
-                       env=env, capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert json.loads(r.stdout.strip().splitlines()[-1]) == FASTDEPLOY_SWAP_RESULT
+    assert swap_case("recompute") == FASTDEPLOY_SWAP_RESULT
 
 
 # ---------------------------------------------------------------------------

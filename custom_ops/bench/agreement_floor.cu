@@ -74,20 +74,20 @@ cudaError_t launch_preprocess_free(const PreprocessTensors& t, const PreprocessA
                                    GridScratch scratch, cudaStream_t stream,
                                    const LaunchShape& shape) {
   const Launch plan =
-      plan_preprocess_launch(CudaDevice::current(), bsz, scratch.slots != nullptr, shape);
+      plan_preprocess_launch(CudaDevice<Form::kRollback>::current(), bsz, scratch.slots != nullptr, shape);
   return with_free_scope(plan, scratch, [&](const Launch& l, auto scope) {
-    return launch<preprocess_kernel<decltype(scope)>>(l, stream, t, a, bsz, not_need_stop, out,
+    return launch<preprocess_kernel<Form::kRollback, decltype(scope)>>(l, stream, t, a, bsz, not_need_stop, out,
                                                       scope);
   });
 }
 
 cudaError_t launch_mask_free(const MaskTensors& t, int64_t bsz, Reporting out,
                              GridScratch scratch, cudaStream_t stream, const LaunchShape& shape) {
-  const MaskLaunch p = plan_mask_op(CudaDevice::current(), t.num_tokens, t.mask_full_cols, bsz,
+  const MaskLaunch p = plan_mask_op(CudaDevice<Form::kRollback>::current(), t.num_tokens, t.mask_full_cols, bsz,
                                     scratch.slots != nullptr, shape);
   return with_mask_kernel(p.kernel, cudaErrorInvalidValue, [&](auto lanes, auto share) {
     return with_free_scope(p.launch, scratch, [&](const Launch& l, auto scope) {
-      return launch<mask_kernel<decltype(lanes)::value, decltype(share)::value, decltype(scope)>>(
+      return launch<mask_kernel<Form::kRollback, decltype(lanes)::value, decltype(share)::value, decltype(scope)>>(
           l, stream, t, bsz, out, scope);
     });
   });
@@ -96,14 +96,14 @@ cudaError_t launch_mask_free(const MaskTensors& t, int64_t bsz, Reporting out,
 cudaError_t launch_preprocess_agreement(int64_t bsz, unsigned* sink, GridScratch scratch,
                                         cudaStream_t stream, const LaunchShape& shape) {
   return launch_agreement(
-      plan_preprocess_launch(CudaDevice::current(), bsz, scratch.slots != nullptr, shape), sink,
+      plan_preprocess_launch(CudaDevice<Form::kRollback>::current(), bsz, scratch.slots != nullptr, shape), sink,
       scratch, stream);
 }
 
 cudaError_t launch_mask_agreement(int64_t num_tokens, int64_t mask_full_cols, int64_t bsz,
                                   unsigned* sink, GridScratch scratch, cudaStream_t stream,
                                   const LaunchShape& shape) {
-  const MaskLaunch p = plan_mask_op(CudaDevice::current(), num_tokens, mask_full_cols, bsz,
+  const MaskLaunch p = plan_mask_op(CudaDevice<Form::kRollback>::current(), num_tokens, mask_full_cols, bsz,
                                     scratch.slots != nullptr, shape);
   if (p.kernel.lanes == 0) return cudaErrorInvalidValue;
   return launch_agreement(p.launch, sink, scratch, stream);

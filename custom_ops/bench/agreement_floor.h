@@ -25,7 +25,7 @@ cudaError_t launch_mask_agreement(int64_t num_tokens, int64_t mask_full_cols, in
 // block writes on its own verdict), launched with the ops' blocks and threads
 // as plain grids: what a step would cost if agreeing were free. Unsafe
 // (agreement_floor.cu says why): a floor for the graph probe's "free"
-// variants, never an op.
+// variants, never an op. The rollback form's rules.
 cudaError_t launch_preprocess_free(const PreprocessTensors& t, const PreprocessAttrs& a,
                                    int64_t bsz, bool* not_need_stop, Reporting out,
                                    GridScratch scratch, cudaStream_t stream,

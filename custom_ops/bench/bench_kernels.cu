@@ -5,13 +5,13 @@ namespace {
 
 __global__ void empty_kernel() {}
 
-template <int kThreads>
+template <mtp::Form F, int kThreads>
 __global__ void __launch_bounds__(kThreads)
     baseline_preprocess_kernel(mtp::PreprocessTensors t, mtp::PreprocessAttrs a, int64_t bsz,
                                bool* not_need_stop) {
   const int64_t i = threadIdx.x;
   int running = 0;
-  if (i < bsz) running = mtp::apply_preprocess(t, mtp::plan_preprocess(t, a, i), i) ? 1 : 0;
+  if (i < bsz) running = mtp::apply_preprocess(t, mtp::plan_preprocess<F>(t, a, i), i) ? 1 : 0;
   running = __syncthreads_or(running);
   if (threadIdx.x == 0) *not_need_stop = running != 0;
 }
@@ -41,13 +41,15 @@ __global__ void baseline_fill_kernel(int32_t* out, int64_t n) {
   }
 }
 
+template <mtp::Form F>
 __global__ void baseline_mask_kernel(mtp::MaskTensors t, int64_t bsz) {
   for (int64_t i = threadIdx.x; i < bsz; i += blockDim.x)
-    mtp::apply_mask(t, mtp::plan_mask(t, i), i);
+    mtp::apply_mask<F>(t, mtp::plan_mask<F>(t, i), i);
 }
 
 }  // namespace
 
+template <mtp::Form F>
 cudaError_t launch_baseline_mask(const mtp::MaskTensors& t, int64_t bsz, cudaStream_t stream) {
   const int64_t n = 2 * t.num_tokens;
   if (n > 0) {
@@ -57,7 +59,7 @@ cudaError_t launch_baseline_mask(const mtp::MaskTensors& t, int64_t bsz, cudaStr
     baseline_fill_kernel<<<(unsigned)((vectors + threads - 1) / threads), threads, 0, stream>>>(
         t.out, n);
   }
-  baseline_mask_kernel<<<1, 512, 0, stream>>>(t, bsz);
+  baseline_mask_kernel<F><<<1, 512, 0, stream>>>(t, bsz);
   return cudaGetLastError();
 }
 
@@ -71,16 +73,29 @@ cudaError_t launch_empty(cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+template <mtp::Form F>
 cudaError_t launch_baseline_preprocess(const mtp::PreprocessTensors& t,
                                        const mtp::PreprocessAttrs& a, int64_t bsz,
                                        bool* not_need_stop_device, cudaStream_t stream,
                                        int threads) {
   if (threads == 1024) {
-    baseline_preprocess_kernel<1024><<<1, 1024, 0, stream>>>(t, a, bsz, not_need_stop_device);
+    baseline_preprocess_kernel<F, 1024><<<1, 1024, 0, stream>>>(t, a, bsz, not_need_stop_device);
   } else {
-    baseline_preprocess_kernel<512><<<1, 512, 0, stream>>>(t, a, bsz, not_need_stop_device);
+    baseline_preprocess_kernel<F, 512><<<1, 512, 0, stream>>>(t, a, bsz, not_need_stop_device);
   }
   return cudaGetLastError();
 }
+
+// Every form's (forms.h lists them).
+#define MTP_BASELINE_PREPROCESS(F)                                                           \
+  template cudaError_t launch_baseline_preprocess<mtp::F>(                                   \
+      const mtp::PreprocessTensors&, const mtp::PreprocessAttrs&, int64_t, bool*, cudaStream_t, \
+      int);
+#define MTP_BASELINE_MASK(F) \
+  template cudaError_t launch_baseline_mask<mtp::F>(const mtp::MaskTensors&, int64_t, cudaStream_t);
+MTP_FOR_EACH_FORM(MTP_BASELINE_PREPROCESS)
+MTP_FOR_EACH_MASK_FORM(MTP_BASELINE_MASK)
+#undef MTP_BASELINE_PREPROCESS
+#undef MTP_BASELINE_MASK
 
 }  // namespace mtp_bench

@@ -20,7 +20,8 @@ cudaError_t launch_empty(cudaStream_t stream);
 // shadow form's 1024), thread i handles request i and nothing checks
 // anything, so requests past the block are skipped. The per-request work is
 // ours (mtp_bookkeeping.h), so only the launch and the flag's round trip
-// differ from the product.
+// differ from the product. F: the form whose rules run.
+template <mtp::Form F>
 cudaError_t launch_baseline_preprocess(const mtp::PreprocessTensors& t,
                                        const mtp::PreprocessAttrs& a, int64_t bsz,
                                        bool* not_need_stop_device, cudaStream_t stream,
@@ -29,7 +30,8 @@ cudaError_t launch_baseline_preprocess(const mtp::PreprocessTensors& t,
 // FastDeploy's update_attn_mask_offsets: the output zeroed by a fill kernel
 // shaped as Paddle's (paddle::full launches one), then one block of 512
 // threads, thread i on requests i, i + 512, ..., nothing checked. The
-// per-request work is ours (mtp_bookkeeping.h).
+// per-request work is ours (mtp_bookkeeping.h). F: mask_form of the form.
+template <mtp::Form F>
 cudaError_t launch_baseline_mask(const mtp::MaskTensors& t, int64_t bsz, cudaStream_t stream);
 
 }  // namespace mtp_bench

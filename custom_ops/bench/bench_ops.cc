@@ -38,10 +38,11 @@ using PreprocessViews = mtp::OpViews<mtp::PreprocessTensors, mtp::PreprocessAttr
 
 // FastDeploy's launch of the checked-nothing kernel: the flag stays on the
 // device in a captured step, else goes there and back as Paddle copies.
+template <mtp::Form F>
 void run_baseline_preprocess(const PreprocessViews& v, int threads = 512) {
   const paddle::Tensor& on_device = *v.device_tensor;
   if (!v.flag->is_cpu()) {  // a captured step's form: the flag stays on the device
-    mtp::cuda_check(mtp_bench::launch_baseline_preprocess(v.t, v.attrs, v.bsz,
+    mtp::cuda_check(mtp_bench::launch_baseline_preprocess<F>(v.t, v.attrs, v.bsz,
                                                           v.flag->data<bool>(),
                                                           on_device.stream(), threads),
                     "bench_baseline_preprocess", "launch");
@@ -49,7 +50,7 @@ void run_baseline_preprocess(const PreprocessViews& v, int threads = 512) {
   }
   // As FastDeploy does: the host flag goes to the device and back as Paddle copies.
   paddle::Tensor flag = v.flag->copy_to(on_device.place(), false);
-  mtp::cuda_check(mtp_bench::launch_baseline_preprocess(v.t, v.attrs, v.bsz, flag.data<bool>(),
+  mtp::cuda_check(mtp_bench::launch_baseline_preprocess<F>(v.t, v.attrs, v.bsz, flag.data<bool>(),
                                                         on_device.stream(), threads),
                   "bench_baseline_preprocess", "launch");
   paddle::Tensor back = flag.copy_to(paddle::CPUPlace(), true);
@@ -57,11 +58,12 @@ void run_baseline_preprocess(const PreprocessViews& v, int threads = 512) {
 }
 
 // FastDeploy's launch of the mask kernel, into a fresh output.
+template <mtp::Form F>
 std::vector<paddle::Tensor> run_baseline_mask(mtp::OpViews<mtp::MaskTensors> v,
                                               const char* op) {
   paddle::Tensor out = mtp::fresh_mask_output(v.t.num_tokens, v.device_tensor->place());
   v.t.out = out.data<int32_t>();
-  mtp::cuda_check(mtp_bench::launch_baseline_mask(v.t, v.bsz, v.device_tensor->stream()), op,
+  mtp::cuda_check(mtp_bench::launch_baseline_mask<F>(v.t, v.bsz, v.device_tensor->stream()), op,
                   "launch");
   return {out};
 }
@@ -70,25 +72,25 @@ std::vector<paddle::Tensor> run_baseline_mask(mtp::OpViews<mtp::MaskTensors> v,
 
 // Each form's baseline, with that form's signature (op_bindings.h).
 void BenchBaselinePreprocess(MTP_DRAFT_MODEL_PREPROCESS_PARAMS) {
-  run_baseline_preprocess(
+  run_baseline_preprocess<mtp::Form::kRollback>(
       mtp::rollback::draft_model_preprocess_views(MTP_DRAFT_MODEL_PREPROCESS_ARGS));
 }
 void BenchBaselinePreprocessRecompute(MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_PARAMS) {
-  run_baseline_preprocess(
+  run_baseline_preprocess<mtp::Form::kRecompute>(
       mtp::recompute::draft_model_preprocess_views(MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_ARGS));
 }
 // The shadow form's, launched as FastDeploy launches it: one block of 1024 threads.
 void BenchBaselinePreprocessShadow(MTP_SHADOW_DRAFT_MODEL_PREPROCESS_PARAMS) {
-  run_baseline_preprocess(
+  run_baseline_preprocess<mtp::Form::kShadow>(
       mtp::shadow::draft_model_preprocess_views(MTP_SHADOW_DRAFT_MODEL_PREPROCESS_ARGS), 1024);
 }
 std::vector<paddle::Tensor> BenchBaselineMask(MTP_UPDATE_ATTN_MASK_OFFSETS_PARAMS) {
-  return run_baseline_mask(
+  return run_baseline_mask<mtp::Form::kRollback>(
       mtp::rollback::update_attn_mask_offsets_views(MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS),
       "bench_baseline_mask");
 }
 std::vector<paddle::Tensor> BenchBaselineMaskShadow(MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_PARAMS) {
-  return run_baseline_mask(
+  return run_baseline_mask<mtp::Form::kShadow>(
       mtp::shadow::update_attn_mask_offsets_views(MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_ARGS),
       "bench_baseline_mask_shadow");
 }

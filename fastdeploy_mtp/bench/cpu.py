@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from .. import ops, reference
+from .. import forms, ops, reference
 from ..buffers import tensors
 from ..devices import gpu_problem
 from ..harness import states
@@ -63,6 +63,7 @@ def main(args) -> int:
         return 2
     place = paddle.CUDAPlace(0) if device == "gpu" else paddle.CPUPlace()
     ops.load_library()
+    typed = forms.load("rollback")  # the reference's form
     rng = np.random.default_rng(0)
     attrs = dict(num_model_step=K, truncate_first_token=False, splitwise_prefill=False,
                  kvcache_scheduler_v1=True)
@@ -75,7 +76,7 @@ def main(args) -> int:
         s = _bench_state(bsz, rng)
         t = tensors(s, place)
         r = states.copy_state(s)
-        op_s, ref_s = _side_by_side(lambda: ops.draft_model_preprocess(**t, **attrs),
+        op_s, ref_s = _side_by_side(lambda: typed.draft_model_preprocess(**t, **attrs),
                                     lambda: reference.draft_model_preprocess(**r, **attrs),
                                     args.repeat, args.rounds)
         print(f"{'draft_model_preprocess':<26}{bsz:>6}{op_s * 1e6:>12.1f}{ref_s * 1e6:>15.1f}"
@@ -84,7 +85,7 @@ def main(args) -> int:
         s = states.mask_state(rng, bsz)
         t = {n: paddle.to_tensor(a, place=place) for n, a in s.items()}
         r = states.copy_state(s)
-        op_s, ref_s = _side_by_side(lambda: ops.update_attn_mask_offsets(**t),
+        op_s, ref_s = _side_by_side(lambda: typed.update_attn_mask_offsets(**t),
                                     lambda: reference.update_attn_mask_offsets(**r),
                                     args.repeat, args.rounds)
         print(f"{'update_attn_mask_offsets':<26}{bsz:>6}{op_s * 1e6:>12.1f}{ref_s * 1e6:>15.1f}"

@@ -51,8 +51,6 @@ def bench_library():
     baseline), built once like the op library (ops.cached_library)."""
     d = _build.SOURCE_DIR / "bench"
     flags = _build.compile_flags(True)
-    # Every form's baseline is in this one library, so its rules know every form.
-    flags = {k: v + ["-DMTP_ALL_FORMS"] for k, v in flags.items()}
     return ops.cached_library(
         "bench-" + _build.source_hash(True, d), "fastdeploy_mtp_bench_ops",
         "the benchmark's reference library",
@@ -155,7 +153,9 @@ def run(bsz_list, calls: int, rounds: int = 7, print_fn=print) -> None:
     _check_floor_signatures()
     attrs = dict(num_model_step=K, truncate_first_token=False, splitwise_prefill=False,
                  kvcache_scheduler_v1=True)
-    raw = ops.load_library()
+    from .. import forms
+
+    typed, raw = forms.load("rollback"), forms.load("rollback").library
     rng = np.random.default_rng(0)
     probe = paddle.to_tensor(np.zeros(8, np.int32), place=place)
     sync = functools.partial(lib.bench_floor, probe)  # kernel + 1-byte copy + sync
@@ -172,11 +172,11 @@ def run(bsz_list, calls: int, rounds: int = 7, print_fn=print) -> None:
         s = states.repeatable_preprocess_state(rng, bsz, num_model_step=K)
         ours, base, asyn = tensors(s, place), tensors(s, place), tensors(s, place, True)
         r = _interleaved({
-            "ours": (lambda: ops.draft_model_preprocess(**ours, **attrs), None),
+            "ours": (lambda: typed.draft_model_preprocess(**ours, **attrs), None),
             "floor": (lambda: lib.bench_floor_preprocess(*base.values(), *attrs.values()), None),
             "floor1": (lambda: lib.bench_floor(probe), None),
             "baseline": (lambda: lib.bench_baseline_preprocess(*base.values(), *attrs.values()), None),
-            "async": (lambda: ops.draft_model_preprocess(**asyn, **attrs), sync),
+            "async": (lambda: typed.draft_model_preprocess(**asyn, **attrs), sync),
             "raw": (lambda: raw.draft_model_preprocess(*asyn.values(), *attrs.values()), sync),
             "empty": (lambda: lib.bench_empty_preprocess(*base.values(), *attrs.values()), sync),
             "empty1": (lambda: lib.bench_empty(probe), sync),
@@ -197,7 +197,7 @@ def run(bsz_list, calls: int, rounds: int = 7, print_fn=print) -> None:
     for bsz in bsz_list:
         s = states.mask_state(rng, bsz)
         t = tensors(s, place)
-        mask = lambda: ops.update_attn_mask_offsets(**t)  # noqa: E731
+        mask = lambda: typed.update_attn_mask_offsets(**t)  # noqa: E731
         r = _interleaved({
             "ours": (mask, None),
             "floor": (lambda: lib.bench_floor_mask(*t.values()), None),
@@ -266,8 +266,8 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
     `mask_cols`: attn_mask_offsets_full's columns, which bound a prompt's
     tokens (states.mask_state's short default unless given); `widen`: then
     give attn_mask_offsets_full that many columns, the prompts as drawn.
-    `form`: FastDeploy's form of draft_model_preprocess (the process must
-    have loaded it), against FastDeploy's launch of that form."""
+    `form`: FastDeploy's form of draft_model_preprocess, against
+    FastDeploy's launch of that form."""
     import paddle
     from paddle.device.cuda import graphs
 
@@ -373,8 +373,7 @@ def main(args) -> int:
         print(f"{problem}. `bench --device cpu` times the CPU path", file=sys.stderr)
         return 2
     if args.form != "rollback":
-        # Another form's process: its captured step against FastDeploy's launch of it.
-        ops.load_library(args.form)
+        # Another form: its captured step against FastDeploy's launch of it.
         graph_table(args.bsz or GRAPH_BSZ, rounds=args.rounds, form=args.form)
         return 0
     if not args.graph_only:

@@ -214,10 +214,6 @@ def main(args) -> int:
     if problem:
         print(f"simulate: {problem}", file=sys.stderr)
         return 2
-    if args.form != "rollback":
-        from .. import ops
-
-        ops.load_library(args.form)  # before anything loads the default form
     behaviour = "WITHOUT the fix" if args.without_fix else "with the fix"
     extra = ", ops on the GPU" if args.device == "gpu" else ""
     extra += ", replayed from CUDA graphs" if args.graphs else ""

@@ -2,19 +2,13 @@
 ops (``simulate --runner fastdeploy``), for every role and k, with the tiny
 draft model and its cache-free oracle; ``python -m fastdeploy_mtp verdict``.
 
-Each form's ops need a process of their own (Paddle registers an op name
-once), so every form's rows are run in a child process of this command and
-printed in the table's order. docs/results.md holds the table as printed, and
-a test runs rows of it again.
+docs/results.md holds the table as printed, and a test runs rows of it
+again.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
-import sys
-from typing import Iterable, List
 
 from ..signature import FORMS
 
@@ -40,7 +34,7 @@ def violations_cell(mask: int, alignment: int) -> str:
 
 
 def row(form: str, role: str, k: int) -> str:
-    """One row, run in this process (which must be able to load `form`)."""
+    """One row."""
     from . import simulate, simulate_cli
 
     p = argparse.ArgumentParser()
@@ -54,28 +48,12 @@ def row(form: str, role: str, k: int) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def rows_in_child(form: str, roles: Iterable[str], ks: Iterable[int]) -> List[str]:
-    """`form`'s rows, run in a process of its own."""
-    argv = [sys.executable, "-m", "fastdeploy_mtp", "verdict", "--rows-of", form,
-            "--role", *roles, "-k", *map(str, ks)]
-    env = dict(os.environ, FASTDEPLOY_MTP_FORM=form)
-    r = subprocess.run(argv, capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        last = (r.stderr.strip().splitlines() or ["no message"])[-1]
-        raise RuntimeError(f"verdict: the {form} form's rows failed: {last}")
-    return [line for line in r.stdout.splitlines() if line.startswith("| ")]
-
-
 def main(args) -> int:
-    if args.rows_of:  # a child: this form's rows only, no header
-        for role in args.role:
-            for k in args.k:
-                print(row(args.rows_of, role, k), flush=True)
-        return 0
     print(HEADER, flush=True)
     for form in args.form:
-        for line in rows_in_child(form, args.role, args.k):
-            print(line, flush=True)
+        for role in args.role:
+            for k in args.k:
+                print(row(form, role, k), flush=True)
     return 0
 
 
@@ -87,4 +65,3 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="roles to run (default: both)")
     p.add_argument("-k", nargs="+", type=int, choices=KS, default=list(KS), metavar="K",
                    help="num_model_steps values to run (default: 1 2 3 4)")
-    p.add_argument("--rows-of", choices=forms, default=None, help=argparse.SUPPRESS)

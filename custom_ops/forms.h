@@ -1,0 +1,28 @@
+// Generated from fastdeploy_mtp/signature.py: do not edit; run
+// `python -m fastdeploy_mtp signature --write` after changing the table.
+// The forms of the table (fastdeploy_mtp.signature.FORMS) as the C++ side
+// names them: mtp::Form, a template parameter of the rules and the kernels;
+// MTP_FOR_EACH_FORM(X) and MTP_FOR_EACH_MASK_FORM(X), X(Form::k...) for every
+// form and for every form with a mask kernel of its own (for explicit
+// instantiations); mask_form(f), the mask kernel a form's mask op runs.
+#pragma once
+
+#include <cstdint>
+
+namespace mtp {
+
+enum class Form : int32_t {
+  kRollback = 0,
+  kRecompute = 1,
+  kShadow = 2,
+};
+
+#define MTP_FOR_EACH_FORM(X) X(Form::kRollback) X(Form::kRecompute) X(Form::kShadow)
+#define MTP_FOR_EACH_MASK_FORM(X) X(Form::kRollback) X(Form::kShadow)
+
+constexpr Form mask_form(Form f) {
+  if (f == Form::kRecompute) return Form::kRollback;
+  return f;
+}
+
+}  // namespace mtp

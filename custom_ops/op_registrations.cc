@@ -1,0 +1,94 @@
+// Generated from fastdeploy_mtp/signature.py: do not edit; run
+// `python -m fastdeploy_mtp signature --write` after changing the table.
+// Every form's ops in one library, each registered as <op>_<form>
+// (signature.op_name): its boundary checks and views (op_bindings.h), then
+// the dispatch of op_dispatch.h instantiated for its form.
+#include "op_bindings.h"
+#include "op_dispatch.h"
+
+// draft_model_preprocess, the rollback form's.
+void DraftModelPreprocessRollback(MTP_DRAFT_MODEL_PREPROCESS_PARAMS) {
+  mtp::ArgChecker c("draft_model_preprocess");
+  mtp::rollback::draft_model_preprocess_checks(c, MTP_DRAFT_MODEL_PREPROCESS_ARGS);
+  const auto v = mtp::rollback::draft_model_preprocess_views(MTP_DRAFT_MODEL_PREPROCESS_ARGS);
+  mtp::run_draft_model_preprocess<mtp::Form::kRollback>(c, v);
+}
+PD_BUILD_OP(draft_model_preprocess_rollback)
+    .Inputs({MTP_DRAFT_MODEL_PREPROCESS_INPUTS})
+    .Outputs({MTP_DRAFT_MODEL_PREPROCESS_OUTPUTS})
+    .Attrs({MTP_DRAFT_MODEL_PREPROCESS_ATTRS})
+    .SetInplaceMap({MTP_DRAFT_MODEL_PREPROCESS_INPLACE})
+    .SetKernelFn(PD_KERNEL(DraftModelPreprocessRollback));
+
+// update_attn_mask_offsets, the rollback form's.
+std::vector<paddle::Tensor> UpdateAttnMaskOffsetsRollback(MTP_UPDATE_ATTN_MASK_OFFSETS_PARAMS) {
+  mtp::ArgChecker c("update_attn_mask_offsets");
+  mtp::rollback::update_attn_mask_offsets_checks(c, MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS);
+  const auto v = mtp::rollback::update_attn_mask_offsets_views(MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS);
+  return mtp::run_update_attn_mask_offsets<mtp::Form::kRollback>(c, v);
+}
+PD_BUILD_OP(update_attn_mask_offsets_rollback)
+    .Inputs({MTP_UPDATE_ATTN_MASK_OFFSETS_INPUTS})
+    .Outputs({MTP_UPDATE_ATTN_MASK_OFFSETS_OUTPUTS})
+    .SetInplaceMap({MTP_UPDATE_ATTN_MASK_OFFSETS_INPLACE})
+    .SetKernelFn(PD_KERNEL(UpdateAttnMaskOffsetsRollback))
+    .SetInferShapeFn(PD_INFER_SHAPE(mtp::rollback::update_attn_mask_offsets_shape))
+    .SetInferDtypeFn(PD_INFER_DTYPE(mtp::rollback::update_attn_mask_offsets_dtype));
+
+// draft_model_preprocess, the recompute form's.
+void DraftModelPreprocessRecompute(MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_PARAMS) {
+  mtp::ArgChecker c("draft_model_preprocess");
+  mtp::recompute::draft_model_preprocess_checks(c, MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_ARGS);
+  const auto v = mtp::recompute::draft_model_preprocess_views(MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_ARGS);
+  mtp::run_draft_model_preprocess<mtp::Form::kRecompute>(c, v);
+}
+PD_BUILD_OP(draft_model_preprocess_recompute)
+    .Inputs({MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_INPUTS})
+    .Outputs({MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_OUTPUTS})
+    .Attrs({MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_ATTRS})
+    .SetInplaceMap({MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_INPLACE})
+    .SetKernelFn(PD_KERNEL(DraftModelPreprocessRecompute));
+
+// update_attn_mask_offsets, the recompute form's.
+std::vector<paddle::Tensor> UpdateAttnMaskOffsetsRecompute(MTP_UPDATE_ATTN_MASK_OFFSETS_PARAMS) {
+  mtp::ArgChecker c("update_attn_mask_offsets");
+  mtp::recompute::update_attn_mask_offsets_checks(c, MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS);
+  const auto v = mtp::recompute::update_attn_mask_offsets_views(MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS);
+  return mtp::run_update_attn_mask_offsets<mtp::Form::kRollback>(c, v);
+}
+PD_BUILD_OP(update_attn_mask_offsets_recompute)
+    .Inputs({MTP_UPDATE_ATTN_MASK_OFFSETS_INPUTS})
+    .Outputs({MTP_UPDATE_ATTN_MASK_OFFSETS_OUTPUTS})
+    .SetInplaceMap({MTP_UPDATE_ATTN_MASK_OFFSETS_INPLACE})
+    .SetKernelFn(PD_KERNEL(UpdateAttnMaskOffsetsRecompute))
+    .SetInferShapeFn(PD_INFER_SHAPE(mtp::recompute::update_attn_mask_offsets_shape))
+    .SetInferDtypeFn(PD_INFER_DTYPE(mtp::recompute::update_attn_mask_offsets_dtype));
+
+// draft_model_preprocess, the shadow form's.
+void DraftModelPreprocessShadow(MTP_SHADOW_DRAFT_MODEL_PREPROCESS_PARAMS) {
+  mtp::ArgChecker c("draft_model_preprocess");
+  mtp::shadow::draft_model_preprocess_checks(c, MTP_SHADOW_DRAFT_MODEL_PREPROCESS_ARGS);
+  const auto v = mtp::shadow::draft_model_preprocess_views(MTP_SHADOW_DRAFT_MODEL_PREPROCESS_ARGS);
+  mtp::run_draft_model_preprocess<mtp::Form::kShadow>(c, v);
+}
+PD_BUILD_OP(draft_model_preprocess_shadow)
+    .Inputs({MTP_SHADOW_DRAFT_MODEL_PREPROCESS_INPUTS})
+    .Outputs({MTP_SHADOW_DRAFT_MODEL_PREPROCESS_OUTPUTS})
+    .Attrs({MTP_SHADOW_DRAFT_MODEL_PREPROCESS_ATTRS})
+    .SetInplaceMap({MTP_SHADOW_DRAFT_MODEL_PREPROCESS_INPLACE})
+    .SetKernelFn(PD_KERNEL(DraftModelPreprocessShadow));
+
+// update_attn_mask_offsets, the shadow form's.
+std::vector<paddle::Tensor> UpdateAttnMaskOffsetsShadow(MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_PARAMS) {
+  mtp::ArgChecker c("update_attn_mask_offsets");
+  mtp::shadow::update_attn_mask_offsets_checks(c, MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_ARGS);
+  const auto v = mtp::shadow::update_attn_mask_offsets_views(MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_ARGS);
+  return mtp::run_update_attn_mask_offsets<mtp::Form::kShadow>(c, v);
+}
+PD_BUILD_OP(update_attn_mask_offsets_shadow)
+    .Inputs({MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_INPUTS})
+    .Outputs({MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_OUTPUTS})
+    .SetInplaceMap({MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_INPLACE})
+    .SetKernelFn(PD_KERNEL(UpdateAttnMaskOffsetsShadow))
+    .SetInferShapeFn(PD_INFER_SHAPE(mtp::shadow::update_attn_mask_offsets_shape))
+    .SetInferDtypeFn(PD_INFER_DTYPE(mtp::shadow::update_attn_mask_offsets_dtype));
