@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from fastdeploy_mtp import _build, ops, reference
 from fastdeploy_mtp.harness import states  # noqa: E402
 from fastdeploy_mtp.buffers import tensors  # noqa: E402
-from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS  # noqa: E402
+from fastdeploy_mtp.signature import FLAG, DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS  # noqa: E402
 
 
 def gpu_available() -> bool:
@@ -389,11 +389,14 @@ def same_kind_pairs(sig, state, not_read=()):
 
 def assert_raw_alias_refused(library, sig, state, written, other, attrs, device):
     """`written` passed again as `other` to the raw op: refused, naming both,
-    with every tensor unchanged."""
+    with every tensor unchanged. The flag, which may be on the host or the
+    device, is on the device where it shares another tensor's memory there
+    (on the host it would be refused for its place first)."""
     s = dict(state)
     if s[other].shape != s[written].shape:  # the overlap, not a shape, is what is refused
         s[other] = s[written].copy()
-    t = to_tensors(s, device)
+    t = to_tensors(s, device, host_flag=FLAG not in (sig.input(written).check,
+                                                     sig.input(other).check))
     t[other] = t[written]
     before = dict(s, **{other: s[written]})
     with pytest.raises(RAW_REFUSED, match="share memory") as e:
