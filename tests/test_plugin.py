@@ -176,6 +176,16 @@ def test_a_library_that_fails_to_load_leaves_fastdeploy_s_ops(entry_point):
     assert level == "WARNING" and "the compiler is missing" in line and "stay in place" in line
 
 
+def test_a_failure_register_does_not_foresee_is_one_line(entry_point):
+    """FastDeploy does not catch what a plugin raises
+    (fastdeploy/plugins/model_register/__init__.py line 34 at c29e86fc9)."""
+    got, _ = drive(entry_point, "9018ccf74", ENABLED, proposer_first=True, hostile_op=True)
+    assert set(HELD + HELD_BY_ALIAS) <= set(got["fastdeploy_left"]), got["fastdeploy_left"]
+    assert len(got["log"]) == 1, got["log"]
+    level, line = got["log"][0]
+    assert level == "WARNING" and "RuntimeError: a signature that cannot be read" in line, line
+
+
 def test_no_fastdeploy_op_is_one_line(entry_point):
     got, _ = drive(entry_point, "none", ENABLED)
     assert len(got["log"]) == 1 and "has no draft_model_preprocess" in got["log"][0][1], got["log"]

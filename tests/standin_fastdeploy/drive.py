@@ -14,6 +14,8 @@ Its argument is a JSON object:
                   that form and compare with the reference; "fastdeploy":
                   call it and report the stand-in ops' calls
   form            the form whose library the static-graph names should hold
+  hostile_op      FastDeploy's draft_model_preprocess is an object whose
+                  signature raises when read (a failure register() does not foresee)
   capture_log     collect the fastdeploy_mtp logger's records (else the
                   plugin's line goes wherever the plugin sends it)
 """
@@ -48,6 +50,16 @@ if spec.get("break_library"):
 import fastdeploy.model_executor.ops.gpu as fd_ops  # noqa: E402
 
 ORIGINALS = dict(fd_ops.ORIGINALS)
+if spec.get("hostile_op"):
+    class Hostile:
+        @property
+        def __signature__(self):
+            raise RuntimeError("a signature that cannot be read")
+
+        def __call__(self, *args):
+            pass
+
+    fd_ops.draft_model_preprocess = ORIGINALS["draft_model_preprocess"] = Hostile()
 if spec.get("proposer_first"):
     importlib.import_module("fastdeploy.spec_decode.mtp")
 
@@ -88,7 +100,7 @@ try:
     import inspect
 
     result["signature"] = list(inspect.signature(fd_ops.draft_model_preprocess).parameters)
-except (AttributeError, TypeError, ValueError):
+except Exception:  # none, or one that cannot be read
     result["signature"] = None
 if fastdeploy_ops.REGISTERED[fastdeploy_ops.COMMIT]:
     result["proposer_uses_ops_module"] = (
