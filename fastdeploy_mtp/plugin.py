@@ -21,10 +21,11 @@ unless a line says otherwise):
   runs when ``fastdeploy.model_executor.models`` is first imported. The
   workers import it through their model runner
   (``fastdeploy/worker/gpu_model_runner.py`` line 54 imports the model loader,
-  whose ``default_loader.py`` line 29 imports ``models.model_base``), and so does
-  any process that asks ``ModelConfig.registry`` (``fastdeploy/config.py`` line
-  350 at c29e86fc9, 302 at 9018ccf74). Each worker is a process of its own, so
-  each runs ``register`` once.
+  whose ``default_loader.py`` line 29 at c29e86fc9 imports
+  ``models.model_base``), and so does any process that asks
+  ``ModelConfig.registry`` (``fastdeploy/config.py`` line 350 at c29e86fc9, 302
+  at 9018ccf74). Each worker is a process of its own, so each runs
+  ``register`` once.
 
 How FastDeploy exposes its ops: ``fastdeploy/model_executor/ops/gpu/__init__.py``
 (line 22 at 9018ccf74, 47 at c29e86fc9) copies every member of its compiled
@@ -46,21 +47,25 @@ with 22 tensors and 4 attributes at 9018ccf74 (lines 757-784), 17 tensors and
 2 at 7a6c28781 (lines 723-743), 20 tensors and 4 at ba915e03e (lines 685-710),
 ignoring what it returns (the C++ function returns nothing); and
 ``attn_mask_offsets = update_attn_mask_offsets(...)`` with 10 tensors at
-9018ccf74 (lines 871-883) and ba915e03e, 8 at 7a6c28781 (lines 892-904),
-copying the result into a buffer with ``copy_`` (line 883; line 904): one
-tensor, as the C++ function's one-element list is unwrapped.
+9018ccf74 (lines 871-883) and ba915e03e (lines 797-809), 8 at 7a6c28781
+(lines 892-904), copying the result into a buffer with ``copy_`` (the last
+line of each): one tensor, as the C++ function's one-element list is
+unwrapped.
 
 What ``register`` does: it reads FastDeploy's ``draft_model_preprocess``
 parameter names (``inspect.signature``; else the C++ function's documented
 parameters, else their number), looks them up in ``SIGNATURES`` (our forms'
-registered inputs, ``fastdeploy_mtp.signature.FORMS``), loads that form
+registered inputs, ``fastdeploy_mtp.signature.FORMS``; FastDeploy's
+``update_attn_mask_offsets`` must then be that form's too), loads that form
 (``fastdeploy_mtp.forms.load``) and puts its ops in place of FastDeploy's, in
 ``fastdeploy.model_executor.ops.gpu`` (``<name>`` and ``static_op_<name>``)
 and wherever else a module in ``sys.modules`` already holds one of FastDeploy's
 op objects (the proposer imported before the plugins ran). ``FASTDEPLOY_MTP_FORM``
 names the form instead. It logs one line on the ``fastdeploy_mtp`` logger: the
 form and why, or why FastDeploy's ops stay; it never raises, and a second call
-does nothing.
+does nothing. On XPU FastDeploy's proposer takes its ops from
+``fastdeploy.model_executor.ops.xpu`` (``mtp.py`` lines 39-53 at 9018ccf74),
+which is left alone: our library is for the CPU and CUDA.
 """
 
 from __future__ import annotations

@@ -109,11 +109,15 @@ if fastdeploy_ops.REGISTERED[fastdeploy_ops.COMMIT]:
 if spec.get("form"):
     from fastdeploy_mtp import forms
 
-    library = forms.load(spec["form"]).library
-    result["static_names_hold_library"] = (
-        getattr(fd_ops, "static_op_draft_model_preprocess", None) is library.draft_model_preprocess
-        and getattr(fd_ops, "static_op_update_attn_mask_offsets", None)
-        is library.update_attn_mask_offsets)
+    try:
+        library = forms.load(spec["form"]).library
+        result["static_names_hold_library"] = (
+            getattr(fd_ops, "static_op_draft_model_preprocess", None)
+            is library.draft_model_preprocess
+            and getattr(fd_ops, "static_op_update_attn_mask_offsets", None)
+            is library.update_attn_mask_offsets)
+    except Exception as e:  # another form's library is loaded
+        result["static_names_hold_library"] = f"{type(e).__name__}: {e}"
 
 if spec.get("register_twice"):
     from fastdeploy_mtp import plugin
@@ -187,7 +191,10 @@ elif run == "fastdeploy":
     inputs, attr_names = (s.split() for s in registered["draft_model_preprocess"])
     pre, attrs = state_and_reference("recompute")[:2]
     t = tensors(pre)
-    mtp.prepare_inputs([t[n] for n in inputs], [attrs.get(n, False) for n in attr_names])
+    try:
+        mtp.prepare_inputs([t[n] for n in inputs], [attrs.get(n, False) for n in attr_names])
+    except Exception as e:  # an op of another signature
+        result["call_error"] = f"{type(e).__name__}: {e}"
     result["calls"] = fastdeploy_ops.CALLS
 
 print("RESULT " + json.dumps(result))
