@@ -11,9 +11,16 @@ from fastdeploy import envs
 logger = logging.getLogger("fastdeploy")
 
 
+def _group(group):
+    try:
+        return entry_points(group=group)
+    except TypeError:  # Python 3.9's takes no group (FastDeploy uses importlib_metadata there)
+        return entry_points().get(group, ())
+
+
 def load_plugins_by_group(group):
     allowed = envs.FD_PLUGINS
-    found = entry_points(group=group)
+    found = _group(group)
     if len(found) == 0 or allowed is None:
         return {}
     plugins = {}
