@@ -13,9 +13,10 @@ states the recompute form; ``/work/notes/merged5738_rules.md`` sets the two
 side by side, line by line).
 
 This is a model of what the kernel does, not of what it should do: it
-refuses nothing the kernel runs, but for the accesses outside a row below. Its integer arithmetic is emulated where it
-can wrap (32-bit ``int`` sums and differences, the 64-bit ``step_idx`` ones,
-the ``pre_ids`` position narrowed from 64 to 32 bits). It launches one block of
+refuses nothing the kernel runs but the accesses outside a row (below). Its
+integer arithmetic is emulated where it can wrap (32-bit ``int`` sums and
+differences, the 64-bit ``step_idx`` ones, the ``pre_ids`` position narrowed
+from 64 to 32 bits). It launches one block of
 512 threads, one a request, so requests from 512 on are left as they are and
 do not count towards ``not_need_stop``.
 

@@ -499,7 +499,8 @@ def fastdeploy_test_model(s, k, truncate, splitwise, v1):
                 v["stop_flags"][i] = False
                 v["seq_lens_decoder"][i] = (v["base_model_seq_lens_decoder"][i]
                                             - v["base_model_seq_lens_this_time"][i])
-                v["step_idx"][i] = v["base_model_step_idx"][i] - v["base_model_seq_lens_this_time"][i]
+                v["step_idx"][i] = (v["base_model_step_idx"][i]
+                                    - v["base_model_seq_lens_this_time"][i])
             else:
                 r = v["recompute_token_num"][i]
                 v["seq_lens_decoder"][i] -= r
@@ -509,7 +510,8 @@ def fastdeploy_test_model(s, k, truncate, splitwise, v1):
             a = int(v["accept_num"][i])
             for j in range(a):
                 s["draft_tokens"][i, j] = s["accept_tokens"][i, j]
-                s["pre_ids"][i, int(v["base_model_step_idx"][i]) - (a - j)] = s["accept_tokens"][i, j]
+                pos = int(v["base_model_step_idx"][i]) - (a - j)
+                s["pre_ids"][i, pos] = s["accept_tokens"][i, j]
             v["seq_lens_this_time"][i] = a
         else:
             v["stop_flags"][i] = True
@@ -570,7 +572,8 @@ def paddle_randint(seed):
     device: on a GPU the very draws of FastDeploy's test, here the CPU's."""
     paddle = pytest.importorskip("paddle")
     paddle.seed(seed)
-    return lambda lo, hi, shape, dtype: paddle.randint(lo, hi, shape, dtype="int64").numpy().astype(dtype)
+    return lambda lo, hi, shape, dtype: (
+        paddle.randint(lo, hi, shape, dtype="int64").numpy().astype(dtype))
 
 
 def both_ways(s):
@@ -647,7 +650,8 @@ def test_fastdeploy_seeded_shapes_with_decodes(seed):
     assert got["seq_lens_decoder"][2] == before["seq_lens_decoder"][2] - 9
     assert got["mask_rollback"][2] == 9 and got["recompute_token_num"][2] == 9
     a2, step2 = int(before["accept_num"][2]), int(before["base_model_step_idx"][2])
-    np.testing.assert_array_equal(got["pre_ids"][2, step2 - a2:step2], before["accept_tokens"][2, :a2])
+    np.testing.assert_array_equal(got["pre_ids"][2, step2 - a2:step2],
+                                  before["accept_tokens"][2, :a2])
     # Rows 4-5 recompute 0 tokens, and recompute k - 1 next.
     np.testing.assert_array_equal(got["seq_lens_decoder"][4:6], before["seq_lens_decoder"][4:6])
     np.testing.assert_array_equal(got["recompute_token_num"][4:6], [9, 9])
