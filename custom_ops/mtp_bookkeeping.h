@@ -100,6 +100,12 @@ inline T load_now(const T* p) {
     "mask_rollback: {0} + recomputed tokens {1} leaves the int32 range")                        \
   X(kShadowStepIdxOverflow, 22,                                                                 \
     "step_idx: the new value base_model_step_idx - {1} = {0} - {1} leaves the int64 range")     \
+  X(kResyncDecoderOutOfRange, 23,                                                               \
+    "seq_lens_decoder: the re-synced value base_model_seq_lens_decoder - "                      \
+    "base_model_seq_lens_this_time = {1} - {2} = {0} leaves the int32 range")                  \
+  X(kResyncStepIdxOverflow, 24,                                                                 \
+    "step_idx: the re-synced value base_model_step_idx - base_model_seq_lens_this_time = "      \
+    "{0} - {1} leaves the int64 range")                                                         \
   /* update_attn_mask_offsets */                                                                \
   X(kNegativeSeqLensThisTime, 8, "seq_lens_this_time: {0} is negative")                         \
   X(kTokensOutsideIds, 9,                                                                       \
@@ -221,6 +227,8 @@ struct PreprocessPlan {
   int32_t next_recompute;
   // The shadow form: no mask_rollback, is_block_step or batch_drop to write.
   bool shadow;
+  // PR #5738 as merged: a stopped draft re-synced from base_model_seq_lens_this_time.
+  bool merged_resync;
 };
 
 // Normal mode forgets the base model's drafts past column 0 for every request
@@ -263,11 +271,12 @@ MTP_HD void plan_not_running(PreprocessPlan& p) {
 // Request i's values, all of them, read before any is looked at.
 struct PreprocessRequest {
   int32_t encoder, decoder, this_time, rollback, accept_num, base_decoder;
-  int32_t recompute, base_this_time;  // the recompute form's; 0 in the others
+  int32_t recompute, base_this_time;  // the 22-tensor forms'; 0 in the others
   int64_t step_idx, base_step_idx;
   int64_t max_dec_len;  // the shadow form's; 0 in the others
   bool stop_flag, is_block_step, batch_drop, base_stop, base_block;
-  bool recompute_form, shadow_form;
+  // recompute_form: either 22-tensor form; merged_form: PR #5738 as merged.
+  bool recompute_form, merged_form, shadow_form;
 };
 
 template <Form F>
@@ -287,7 +296,8 @@ MTP_HD PreprocessRequest read_preprocess_request(const PreprocessTensors& t, int
   r.max_dec_len = 0;
   r.rollback = 0;
   r.is_block_step = r.batch_drop = r.base_block = false;
-  r.recompute_form = F == Form::kRecompute;
+  r.recompute_form = F == Form::kRecompute || F == Form::kPr5738;
+  r.merged_form = F == Form::kPr5738;
   r.shadow_form = F == Form::kShadow;
   if constexpr (F == Form::kShadow) {
     r.max_dec_len = load_now(t.max_dec_len + i);
@@ -297,7 +307,7 @@ MTP_HD PreprocessRequest read_preprocess_request(const PreprocessTensors& t, int
     r.batch_drop = load_now(t.batch_drop + i);
     r.base_block = load_now(t.base_is_block_step + i);
   }
-  if constexpr (F == Form::kRecompute) {
+  if constexpr (F == Form::kRecompute || F == Form::kPr5738) {
     r.recompute = load_now(t.recompute_token_num + i);
     r.base_this_time = load_now(t.base_seq_lens_this_time + i);
   }
@@ -382,6 +392,7 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const Preproce
   p.recomputed = 0;
   p.next_recompute = 0;
   p.shadow = r.shadow_form;
+  p.merged_resync = false;
 
   if (p.shadow) {
     plan_shadow(p, r, a);
@@ -420,18 +431,31 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const Preproce
   }
   // Decode (E == 0; a negative E is refused by check_preprocess).
   if (a.kvcache_scheduler_v1 && !base_block && p.is_block_step) p.is_block_step = false;
-  // FastDeploy's recompute form: a decode rolls back only the tokens it
-  // recomputes, n = min(recompute_token_num, max(base_model_seq_lens_this_time
-  // - 2, 0)), adds n (not the change of seq_lens_decoder) to mask_rollback on
-  // either branch, and the next step recomputes num_model_step - 1.
+  // The recompute form (FastDeploy 0956b09a): a decode rolls back only the
+  // tokens it recomputes, n = min(recompute_token_num,
+  // max(base_model_seq_lens_this_time - 2, 0)), adds n (not the change of
+  // seq_lens_decoder) to mask_rollback on either branch, and the next step
+  // recomputes num_model_step - 1. PR #5738 as merged (9018ccf74,
+  // draft_model_preprocess.cu lines 225-241): n = recompute_token_num,
+  // unclamped, on a running decode only; a re-sync takes the base model's
+  // lengths less base_model_seq_lens_this_time and leaves mask_rollback and
+  // recompute_token_num as they are.
   if (p.recompute) {
     const int32_t limit = r.base_this_time > 2 ? r.base_this_time - 2 : 0;
-    p.recomputed = r.recompute < limit ? r.recompute : limit;
+    p.recomputed = r.merged_form || r.recompute < limit ? r.recompute : limit;
     p.write_recompute = true;
     p.next_recompute = a.num_model_step - 1;
   }
   // 32-bit operands in 64-bit arithmetic: these cannot wrap.
-  if (p.stop_flag) {
+  if (p.stop_flag & r.merged_form) {
+    p.stop_flag = false;
+    p.merged_resync = true;
+    p.decoder = (int64_t)r.base_decoder - r.base_this_time;
+    p.step_from = r.base_step_idx;
+    p.step_minus = r.base_this_time;
+    p.recomputed = 0;
+    p.write_recompute = false;
+  } else if (p.stop_flag) {
     // The draft stopped while the base model went on: re-sync from the base.
     p.stop_flag = false;
     plan_resync(p, r);
@@ -532,12 +556,16 @@ MTP_HD Failure check_preprocess(const PreprocessTensors& t, const PreprocessPlan
   if (f & kDecodeEncoder) return fail(kNegativeSeqLensEncoder, p.encoder);
   if (f & kDecodeAcceptNum) return fail(kAcceptNumOutOfRange, acc, t.accept_cols, t.draft_cols);
   if (f & kDecodePreIdsWindow) return fail(kPreIdsWindowOutside, p.pre_ids_end, acc, t.pre_cols);
+  if ((f & kDecodeDecoder) && p.merged_resync)
+    return fail(kResyncDecoderOutOfRange, p.decoder, t.base_seq_lens_decoder[i],
+                t.base_seq_lens_this_time[i]);
   if (f & kDecodeDecoder)
     return fail(kSeqLensDecoderOutOfRange, p.decoder, p.old_decoder, t.base_seq_lens_decoder[i], acc);
   if (f & kDecodeStepIdx)
-    return fail(p.shadow      ? kShadowStepIdxOverflow
-                : p.recompute ? kRecomputeStepIdxOverflow
-                              : kStepIdxOverflow,
+    return fail(p.merged_resync ? kResyncStepIdxOverflow
+                : p.shadow        ? kShadowStepIdxOverflow
+                : p.recompute     ? kRecomputeStepIdxOverflow
+                                  : kStepIdxOverflow,
                 p.step_from, p.step_minus);
   if (f & kRollbackRange) {
     if (p.recompute) return fail(kRecomputeRollbackOutOfRange, p.old_rollback, p.recomputed);

@@ -356,6 +356,16 @@ using rollback::update_attn_mask_offsets_dtype;
 
 }  // namespace recompute
 
+namespace pr5738 {
+using recompute::draft_model_preprocess_checks;
+using recompute::draft_model_preprocess_views;
+using rollback::update_attn_mask_offsets_checks;
+using rollback::update_attn_mask_offsets_views;
+using rollback::update_attn_mask_offsets_shape;
+using rollback::update_attn_mask_offsets_dtype;
+
+}  // namespace pr5738
+
 namespace shadow {
 
 // draft_model_preprocess, the shadow form's (MTP_SHADOW_DRAFT_MODEL_PREPROCESS_...).

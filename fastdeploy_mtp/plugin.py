@@ -92,10 +92,12 @@ MASK = "update_attn_mask_offsets"
 # generated function of a registered op (static graphs).
 STATIC_PREFIX = "static_op_"
 
-# The forms FastDeploy has shipped, which its signature may select. The
-# rollback form is ours alone: FastDeploy never registered it, so only
-# FASTDEPLOY_MTP_FORM chooses it.
-SHIPPED_FORMS = ("recompute", "shadow")
+# The forms FastDeploy has shipped, which its signature may select: PR #5738
+# as merged (9018ccf74 on develop, dcb0ccede on the release branch) and the
+# shadow form. The rollback form is ours alone (FastDeploy never registered
+# it) and the recompute form is commit 0956b09a's, on no FastDeploy branch: only
+# FASTDEPLOY_MTP_FORM chooses them.
+SHIPPED_FORMS = ("pr5738", "shadow")
 
 
 def _signature_table() -> Dict[Tuple[str, ...], Tuple[str, ...]]:

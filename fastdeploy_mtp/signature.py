@@ -272,6 +272,21 @@ DRAFT_MODEL_PREPROCESS_RECOMPUTE = replace(
         "adds that to mask_rollback and sets recompute_token_num to num_model_step - 1.",
 )
 
+# PR #5738 as FastDeploy merged it (9018ccf74, cherry-picked to its release
+# branch as dcb0ccede): the recompute form's registration, its own rules
+# (mtp_bookkeeping.h: a running decode rolls back recompute_token_num
+# unclamped; a re-sync takes base_model_seq_lens_this_time and leaves
+# mask_rollback and recompute_token_num alone).
+DRAFT_MODEL_PREPROCESS_PR5738 = replace(
+    DRAFT_MODEL_PREPROCESS_RECOMPUTE,
+    doc="Prepare the draft model's state at the start of an engine step, in place, as "
+        "FastDeploy's PR #5738 merged it (9018ccf74): a running decode rolls back "
+        "recompute_token_num positions, unclamped, adds them to mask_rollback and sets "
+        "recompute_token_num to num_model_step - 1; a draft that stopped while the base model "
+        "went on takes the base model's seq_lens_decoder and step_idx less "
+        "base_model_seq_lens_this_time and keeps mask_rollback and recompute_token_num.",
+)
+
 # FastDeploy's shadow form (develop): the draft's lengths and step are derived
 # from the base model's -- the target model's, in its names -- every step, so
 # nothing is rolled back and there is no mask_rollback, is_block_step or
@@ -396,6 +411,7 @@ FORMS: Dict[str, Dict[str, OpSignature]] = {
     for form, preprocess, mask in (
         ("rollback", DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS),
         ("recompute", DRAFT_MODEL_PREPROCESS_RECOMPUTE, UPDATE_ATTN_MASK_OFFSETS),
+        ("pr5738", DRAFT_MODEL_PREPROCESS_PR5738, UPDATE_ATTN_MASK_OFFSETS),
         ("shadow", DRAFT_MODEL_PREPROCESS_SHADOW, UPDATE_ATTN_MASK_OFFSETS_SHADOW))
 }
 
@@ -403,12 +419,26 @@ FORMS: Dict[str, Dict[str, OpSignature]] = {
 OPS: Dict[str, OpSignature] = FORMS[DEFAULT_FORM]
 
 
+def same_registration(a: OpSignature, b: OpSignature) -> bool:
+    """Whether two tables register and bind alike (their words may differ)."""
+    return a is b or replace(a, doc="") == replace(b, doc="")
+
+
+def table_owner(form: str, sig: OpSignature) -> str:
+    """The first form whose table of `sig`'s op registers and binds as `sig`
+    does: forms that share a registration share its C++ (macros, checks,
+    views)."""
+    return next(f for f, ops in FORMS.items() if same_registration(ops[sig.name], sig))
+
+
 def macro_prefix(form: str, sig: OpSignature) -> str:
-    """The C++ macros' prefix of `sig` in `form`: MTP_<OP> for the default
-    form's table, MTP_<FORM>_<OP> where a form has a table of its own."""
-    if FORMS[DEFAULT_FORM][sig.name] is sig:
+    """The C++ macros' prefix of `sig` in `form`: MTP_<OP> where the default
+    form's table registers it, else MTP_<FORM>_<OP> of the first form that
+    has it (table_owner)."""
+    owner = table_owner(form, sig)
+    if owner == DEFAULT_FORM:
         return "MTP_" + sig.name.upper()
-    return f"MTP_{form.upper()}_{sig.name.upper()}"
+    return f"MTP_{owner.upper()}_{sig.name.upper()}"
 
 
 # ---------------------------------------------------------------------------
@@ -654,8 +684,7 @@ def cpp_form(form: str) -> str:
 def mask_form(form: str) -> str:
     """The form whose mask kernel `form`'s mask op runs: the first form that
     has the same mask table (forms that share the op share its kernel)."""
-    mask = FORMS[form][UPDATE_ATTN_MASK_OFFSETS.name]
-    return next(f for f, ops in FORMS.items() if ops[UPDATE_ATTN_MASK_OFFSETS.name] is mask)
+    return table_owner(form, FORMS[form][UPDATE_ATTN_MASK_OFFSETS.name])
 
 
 def op_name(form: str, sig: OpSignature) -> str:
@@ -673,7 +702,8 @@ def render_forms_header() -> str:
         "// names them: mtp::Form, a template parameter of the rules and the kernels;",
         "// MTP_FOR_EACH_FORM(X) and MTP_FOR_EACH_MASK_FORM(X), X(Form::k...) for every",
         "// form and for every form with a mask kernel of its own (for explicit",
-        "// instantiations); mask_form(f), the mask kernel a form's mask op runs.",
+        "// instantiations); kForms, how many; mask_form(f), the mask kernel a form's",
+        "// mask op runs.",
         "#pragma once",
         "",
         "#include <cstdint>",
@@ -686,9 +716,10 @@ def render_forms_header() -> str:
     masks = [f for f in FORMS if mask_form(f) == f]
     lines += [
         "};",
+        f"constexpr int kForms = {len(FORMS)};",
         "",
-        "#define MTP_FOR_EACH_FORM(X) " + " ".join(f"X({cpp_form(f)})" for f in FORMS),
-        "#define MTP_FOR_EACH_MASK_FORM(X) " + " ".join(f"X({cpp_form(f)})" for f in masks),
+        "#define MTP_FOR_EACH_FORM(X) \\\n  " + " ".join(f"X({cpp_form(f)})" for f in FORMS),
+        "#define MTP_FOR_EACH_MASK_FORM(X) \\\n  " + " ".join(f"X({cpp_form(f)})" for f in masks),
         "",
         "constexpr Form mask_form(Form f) {",
     ]

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from fastdeploy_mtp import _build, ops
-from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, OpSignature
+from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, FORMS, OpSignature
 
 SOURCE = Path(__file__).with_name("guarded_cpu.cc")
 OP_IDS = {"draft_model_preprocess": 1, "update_attn_mask_offsets": 2}  # mtp::OpId
@@ -107,8 +107,10 @@ class _Answer:
 _SERVER = _Server()
 
 
-def _request(sig: OpSignature, arrays: dict, attrs: dict) -> bytes:
-    parts = [struct.pack("<q", OP_IDS[sig.name]), struct.pack("<q", len(sig.attrs))]
+def _request(sig: OpSignature, arrays: dict, attrs: dict, form: str) -> bytes:
+    # The op and its form as mtp::op_of puts them: the form's place in forms.h above two bits.
+    word = OP_IDS[sig.name] | list(FORMS).index(form) << 2
+    parts = [struct.pack("<q", word), struct.pack("<q", len(sig.attrs))]
     parts += [struct.pack("<q", int(attrs[a.name])) for a in sig.attrs]
     parts.append(struct.pack("<q", len(sig.inputs)))
     for arg in sig.inputs:
@@ -122,14 +124,16 @@ def _request(sig: OpSignature, arrays: dict, attrs: dict) -> bytes:
     return b"".join(parts)
 
 
-def call(sig: OpSignature, arrays: dict, attrs: dict | None = None):
+def call(sig: OpSignature, arrays: dict, attrs: dict | None = None, form: str | None = None):
     """Runs op `sig` on the numpy `arrays` (by input name; changed in place
     as the op changes its tensors) with `attrs`, through the guarded CPU
-    driver. Returns attn_mask_offsets (update_attn_mask_offsets) or None."""
+    driver, with the rules of `form` (default: the first form whose table
+    `sig` is). Returns attn_mask_offsets (update_attn_mask_offsets) or None."""
     attrs = attrs or {}
+    form = form or next(f for f, ops in FORMS.items() if ops[sig.name] is sig)
     names = sig.input_names
     context = f"{sig.name} with bsz {arrays['seq_lens_this_time'].shape[0]}, attrs {attrs}"
-    answer = _SERVER.ask(_request(sig, arrays, attrs), names, context)
+    answer = _SERVER.ask(_request(sig, arrays, attrs, form), names, context)
     if answer.code != 0:
         changed = [n for n in names if answer.after[n] != arrays[n].tobytes()]
         if changed:  # a refusal changes nothing: the driver's own promise

@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -169,7 +170,22 @@ struct Outcome {
   std::string out;  // attn_mask_offsets, if applied
 };
 
-Outcome run_preprocess(const std::vector<Arg>& args, const mtp::PreprocessAttrs& a, bool at_end) {
+// Calls fn with form f as a compile-time constant (every form of forms.h).
+template <typename Fn>
+auto with_form(mtp::Form f, Fn fn) {
+  switch (f) {
+#define MTP_FORM_CASE(F) \
+  case mtp::F:           \
+    return fn(std::integral_constant<mtp::Form, mtp::F>{});
+    MTP_FOR_EACH_FORM(MTP_FORM_CASE)
+#undef MTP_FORM_CASE
+  }
+  die("unknown form " + std::to_string(static_cast<int>(f)));
+  return fn(std::integral_constant<mtp::Form, mtp::Form::kRollback>{});
+}
+
+Outcome run_preprocess(const std::vector<Arg>& args, const mtp::PreprocessAttrs& a, bool at_end,
+                       mtp::Form form) {
   Run r(args, at_end);
   const bool shadow = r.has("max_dec_len"), recompute = r.has("recompute_token_num");
   // The shadow form names the base model the target model.
@@ -214,15 +230,13 @@ Outcome run_preprocess(const std::vector<Arg>& args, const mtp::PreprocessAttrs&
   r.all_used();
   Outcome o;
   const int64_t bsz = r.rows("seq_lens_this_time");
-  o.result = shadow      ? mtp::preprocess_batch<mtp::Form::kShadow>(t, a, bsz)
-             : recompute ? mtp::preprocess_batch<mtp::Form::kRecompute>(t, a, bsz)
-                         : mtp::preprocess_batch<mtp::Form::kRollback>(t, a, bsz);
+  o.result = with_form(form, [&](auto f) { return mtp::preprocess_batch<f()>(t, a, bsz); });
   if (o.result.code == mtp::kOk) *not_need_stop = o.result.any_running != 0;  // as the op does
   for (size_t k = 0; k < args.size(); ++k) o.after.push_back(r.bytes_after(k));
   return o;
 }
 
-Outcome run_mask(const std::vector<Arg>& args, bool at_end) {
+Outcome run_mask(const std::vector<Arg>& args, bool at_end, mtp::Form form) {
   Run r(args, at_end);
   mtp::MaskTensors t;
   r.unread("ids_remove_padding");
@@ -249,8 +263,7 @@ Outcome run_mask(const std::vector<Arg>& args, bool at_end) {
   t.out = reinterpret_cast<int32_t*>(out.data());
   Outcome o;
   const int64_t bsz = r.rows("seq_lens_this_time");
-  o.result = shadow ? mtp::mask_batch<mtp::Form::kShadow>(t, bsz)
-                    : mtp::mask_batch<mtp::Form::kRollback>(t, bsz);
+  o.result = with_form(form, [&](auto f) { return mtp::mask_batch<mtp::mask_form(f())>(t, bsz); });
   for (size_t k = 0; k < args.size(); ++k) o.after.push_back(r.bytes_after(k));
   if (o.result.code == mtp::kOk) o.out.assign(out.data(), out.size());
   return o;
@@ -278,8 +291,13 @@ int poke(const char* where) {
 int main(int argc, char** argv) {
   if (argc == 2) return poke(argv[1]);
   for (;;) {
-    const int64_t op = read_i64();
-    if (op != mtp::kPreprocessOp && op != mtp::kMaskOp) die("unknown op " + std::to_string(op));
+    // The op and its form, as a batch result's origin holds them (op_of).
+    const int64_t word = read_i64();
+    const int64_t op = mtp::origin_op(word);
+    const mtp::Form form = mtp::origin_form(word);
+    if ((op != mtp::kPreprocessOp && op != mtp::kMaskOp) || word < 0 || word > 0xff)
+      die("unknown op " + std::to_string(word));
+    if (static_cast<int>(form) >= mtp::kForms) die("unknown form in " + std::to_string(word));
     mtp::PreprocessAttrs attrs{};
     const int64_t n_attrs = read_i64();
     if (n_attrs != (op == mtp::kPreprocessOp ? 4 : 0) && !(op == mtp::kPreprocessOp && n_attrs == 2))
@@ -310,8 +328,8 @@ int main(int argc, char** argv) {
     }
     Outcome o[2];
     for (int at_end = 0; at_end < 2; ++at_end) {
-      o[at_end] = op == mtp::kPreprocessOp ? run_preprocess(args, attrs, at_end != 0)
-                                           : run_mask(args, at_end != 0);
+      o[at_end] = op == mtp::kPreprocessOp ? run_preprocess(args, attrs, at_end != 0, form)
+                                           : run_mask(args, at_end != 0, form);
     }
     if (!same(o[0], o[1])) die("the two runs (tensors against the page before, after) differ");
     const mtp::BatchResult& r = o[0].result;

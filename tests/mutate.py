@@ -60,6 +60,8 @@ DISPATCH = "custom_ops/op_dispatch.h"
 BIND = "custom_ops/op_bindings.h"
 MAIN = "fastdeploy_mtp/__main__.py"
 SIM_CLI = "fastdeploy_mtp/harness/simulate_cli.py"
+PLUGIN = "fastdeploy_mtp/plugin.py"
+REF_PR5738 = "fastdeploy_mtp/reference_pr5738.py"
 PYPROJECT = "pyproject.toml"
 SIMFD = "fastdeploy_mtp/harness/sim_fastdeploy.py"
 VERDICT = "fastdeploy_mtp/harness/verdict.py"
@@ -118,13 +120,13 @@ MUTATIONS = [
     Mutation("prefill keeps the rollback residue", H,
              "  if (!p.recompute & !p.shadow) {\n    p.old_rollback = 0;",
              "  if (!p.recompute & !p.shadow) {"),
-    # -- the recompute form (killed in its own process: tests/test_forms.py) --------
+    # -- the recompute form ----------------------------------------------------------
     Mutation("recompute limit off by one", H,
              "r.base_this_time > 2 ? r.base_this_time - 2 : 0",
              "r.base_this_time > 1 ? r.base_this_time - 1 : 0"),
     Mutation("recompute re-sync adds nothing", H,
-             "p.recomputed = r.recompute < limit ? r.recompute : limit;",
-             "p.recomputed = r.stop_flag ? 0 : (r.recompute < limit ? r.recompute : limit);"),
+             "p.recomputed = r.merged_form || r.recompute < limit ? r.recompute : limit;",
+             "p.recomputed = r.stop_flag ? 0 : (r.merged_form || r.recompute < limit ? r.recompute : limit);"),
     Mutation("recompute count set to k", H, "p.next_recompute = a.num_model_step - 1;",
              "p.next_recompute = a.num_model_step;"),
     Mutation("recompute prefill drops the rollback", H,
@@ -135,7 +137,43 @@ MUTATIONS = [
     Mutation("recompute rollback check skipped", H,
              "if (p.recompute) return fail(kRecomputeRollbackOutOfRange, p.old_rollback, p.recomputed);",
              "if (p.recompute) return ok();"),
-    # -- the shadow form (killed in its own process: tests/test_forms.py) -----------
+    # -- PR #5738 as merged (the pr5738 form) ---------------------------------------
+    Mutation("pr5738 clamps its rollback as the recompute form does", H,
+             "p.recomputed = r.merged_form || r.recompute < limit ? r.recompute : limit;",
+             "p.recomputed = r.recompute < limit ? r.recompute : limit;"),
+    Mutation("pr5738 re-syncs by accept_num", H,
+             "p.decoder = (int64_t)r.base_decoder - r.base_this_time;",
+             "p.decoder = (int64_t)r.base_decoder - r.accept_num;"),
+    Mutation("pr5738 re-sync adds to mask_rollback", H,
+             "    p.recomputed = 0;\n    p.write_recompute = false;\n",
+             "    p.write_recompute = false;\n"),
+    Mutation("pr5738 re-sync worded as the other forms' decoder check", H,
+             "  if ((f & kDecodeDecoder) && p.merged_resync)", "  if (false)"),
+    # -- the model of FastDeploy 9018ccf74's kernel the pr5738 form is held to -------
+    Mutation("FastDeploy model clamps the rollback", REF_PR5738,
+             '        r = int(v["recompute_token_num"][i])',
+             '        r = min(int(v["recompute_token_num"][i]), max(base_n - 2, 0))'),
+    Mutation("FastDeploy model re-syncs by accept_num", REF_PR5738,
+             'wrap32(int(v["base_model_seq_lens_decoder"][i]) - base_n)',
+             'wrap32(int(v["base_model_seq_lens_decoder"][i]) - int(v["accept_num"][i]))'),
+    Mutation("FastDeploy model's stop touches mask_rollback", REF_PR5738,
+             '    v["stop_flags"][i] = True\n    v["seq_lens_this_time"][i] = 0\n',
+             '    v["stop_flags"][i] = True\n    v["mask_rollback"][i] = 0\n'
+             '    v["seq_lens_this_time"][i] = 0\n'),
+    # -- the FastDeploy plugin ----------------------------------------------------------
+    Mutation("plugin chooses the first shipped form for any signature", PLUGIN,
+             '        form, why = detected, f"FastDeploy\'s {PREPROCESS} {what}"',
+             '        form, why = SHIPPED_FORMS[0], f"FastDeploy\'s {PREPROCESS} {what}"'),
+    Mutation("plugin patches FastDeploy's ops module only", PLUGIN,
+             "        for module in list(sys.modules.values()):",
+             "        for module in [sys.modules[FASTDEPLOY_OPS]]:"),
+    Mutation("plugin takes an unknown signature for the recompute form", PLUGIN,
+             '        return None, f"{what}, as none of our forms does ({known})"',
+             '        return "recompute", f"{what}, as none of our forms does ({known})"'),
+    Mutation("plugin lets an unforeseen failure out of register", PLUGIN,
+             "        except Exception as e:  # whatever went wrong, FastDeploy runs on with its own ops",
+             "        except ImportError as e:  # whatever went wrong, FastDeploy runs on with its own ops"),
+    # -- the shadow form -------------------------------------------------------------
     Mutation("shadow length limit off by one", H, "(r.base_step_idx + k >= r.max_dec_len)",
              "(r.base_step_idx + k > r.max_dec_len)"),
     Mutation("shadow skips at the limit on a prefill node too", H,
@@ -622,7 +660,11 @@ CPU_TESTS = ["tests/test_guarded.py", "tests/test_launch_plan.py", "tests/test_h
              "tests/test_properties.py", "tests/test_differential.py",
              "tests/test_proposer.py", "tests/test_simulator.py", "tests/test_draft_model.py",
              "tests/test_signature.py", "tests/test_loader.py",
-             "tests/test_huge_requests.py", "tests/test_forms.py"]
+             "tests/test_huge_requests.py", "tests/test_forms.py", "tests/test_form_recompute.py",
+             "tests/test_form_pr5738.py", "tests/test_reference_pr5738.py",
+             "tests/test_form_shadow.py", "tests/test_fastdeploy_dropin.py",
+             "tests/test_sim_fastdeploy.py", "tests/test_cli.py", "tests/test_plugin.py",
+             "tests/test_verdict.py", "tests/test_build_lock.py", "tests/test_docs.py"]
 GPU_TESTS = ["tests/test_gpu.py", "tests/test_refusal_messages.py", "tests/test_bad_input.py",
              "tests/test_hostile_input.py",
              "tests/test_differential.py",

@@ -20,6 +20,7 @@ import pytest
 
 import fastdeploy_mtp
 from fastdeploy_mtp import __main__ as cli
+from fastdeploy_mtp.signature import FORMS
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -249,7 +250,7 @@ def test_an_unknown_form_in_the_environment_is_one_line_and_exit_2(argv):
     code, out, err = _program(argv, env=dict(_env(), FASTDEPLOY_MTP_FORM="nope"))
     assert code == 2 and out == "", (code, out, err)
     _one_line(err, "fastdeploy_mtp: error: FASTDEPLOY_MTP_FORM='nope': ")
-    assert "rollback, recompute, shadow" in err, err
+    assert ", ".join(FORMS) in err, err
 
 
 def _start(argv, env=None, prelude=None):
@@ -354,14 +355,14 @@ def test_check_says_what_it_builds_and_checks_every_form(monkeypatch, capsys):
 
     monkeypatch.setattr(registration, "check_all", check_all)
     assert cli.main(["check"]) == 0
-    assert [form for form, _ in checked] == ["rollback", "recompute", "shadow"]
+    assert [form for form, _ in checked] == list(FORMS)
     said = checked[0][1]
     assert said.startswith("check: the op library holds every form's ops; the first use builds "
                            "it, once\n"), said
     assert said.endswith("== the rollback form\n")
-    assert [out for _, out in checked[1:]] == ["== the recompute form\n", "== the shadow form\n"]
+    assert [out for _, out in checked[1:]] == [f"== the {f} form\n" for f in list(FORMS)[1:]]
     assert capsys.readouterr().out == ("registration matches fastdeploy_mtp/signature.py "
-                                       "(rollback, recompute, shadow)\n")
+                                       f"({', '.join(FORMS)})\n")
 
 
 def test_check_stops_at_a_library_that_cannot_be_built(monkeypatch, capsys):
@@ -387,7 +388,7 @@ def test_check_of_every_form_fails_if_one_does_and_checks_them_all(monkeypatch, 
                         lambda form, print_fn=print: checked.append(form)
                         or (["a difference"] if form == "recompute" else []))
     assert cli.main(["check"]) == 1
-    assert checked == ["rollback", "recompute", "shadow"]
+    assert checked == list(FORMS)
     assert "1 difference(s)" in capsys.readouterr().out
 
 

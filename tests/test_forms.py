@@ -112,7 +112,8 @@ def test_the_form_variable_chooses_the_ops_module_s_wrappers(monkeypatch, form):
 
 @pytest.mark.parametrize("bad", ["bogus", "Recompute"])
 def test_an_unknown_form_is_refused_by_name(bad):
-    with pytest.raises(ValueError, match=f"unknown form '{bad}'.*rollback, recompute, shadow"):
+    with pytest.raises(ValueError, match=f"unknown form '{bad}': the forms here are "
+                                         + ", ".join(FORMS)):
         forms.load(bad)
 
 

@@ -22,8 +22,8 @@ def test_the_byte_past_or_before_a_tensor_faults(where):
 
 def test_a_driver_that_dies_is_reported_with_its_words():
     s = states.mask_state(np.random.default_rng(0), 2)
-    with pytest.raises(guarded.GuardedFault, match=r"(?s)exit code 2.*unknown op 9"):
-        guarded._SERVER.ask(b"\x09" + b"\x00" * 7, UPDATE_ATTN_MASK_OFFSETS.input_names,
+    with pytest.raises(guarded.GuardedFault, match=r"(?s)exit code 2.*unknown op 3"):
+        guarded._SERVER.ask(b"\x03" + b"\x00" * 7, UPDATE_ATTN_MASK_OFFSETS.input_names,
                             "a call of no op")
     # The next call starts a driver of its own.
     assert_mask_like_reference(s, GUARDED)

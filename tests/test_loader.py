@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from fastdeploy_mtp import _build, ops
+from fastdeploy_mtp.signature import FORMS
 
 
 
@@ -246,7 +247,7 @@ def test_an_unknown_form_variable_is_one_line_naming_the_forms(monkeypatch, bad)
             call()
         assert isinstance(e.value, ValueError)
         assert _one_line(e) == (f"FASTDEPLOY_MTP_FORM={bad!r}: the forms here are "
-                                "rollback, recompute, shadow (empty or unset: rollback)")
+                                f"{', '.join(FORMS)} (empty or unset: rollback)")
 
 
 def test_the_cache_variable_set_empty_unset_and_relative(monkeypatch, tmp_path):

@@ -6,12 +6,12 @@ out as FastDeploy's modules are) exposes the ops of one FastDeploy commit,
 finds our entry point through importlib.metadata (a dist-info folder made
 from pyproject.toml's entry-point lines, first on the path) and loads it
 when its models package is imported, as FastDeploy does
-(fastdeploy/model_executor/models/__init__.py line 68 at c29e86fc9). A process
-registers one form's ops, so one process per case.
+(fastdeploy/model_executor/models/__init__.py line 68 at c29e86fc9). The plugin
+runs once a process, so one process per case.
 
 FastDeploy's signatures per commit (the stand-in's fastdeploy_ops.py):
 9018ccf74 registers the 22-tensor draft_model_preprocess and the 10-tensor
-update_attn_mask_offsets (our recompute form), 7a6c28781 the 17-tensor and
+update_attn_mask_offsets (our pr5738 form, its rules), 7a6c28781 the 17-tensor and
 8-tensor ones (our shadow form), ba915e03e a 20-tensor one (none of ours).
 """
 
@@ -92,7 +92,7 @@ def op_parameters(form):
     return list(sig.input_names + sig.attr_names)
 
 
-@pytest.mark.parametrize("commit,form", [("9018ccf74", "recompute"), ("7a6c28781", "shadow")])
+@pytest.mark.parametrize("commit,form", [("9018ccf74", "pr5738"), ("7a6c28781", "shadow")])
 def test_fd_plugins_puts_the_matching_form_in_place(entry_point, commit, form):
     """The proposer, imported before the plugins ran, calls our op of the
     form FastDeploy's signature is, which leaves what the reference leaves;
@@ -113,7 +113,7 @@ def test_fd_plugins_puts_the_matching_form_in_place(entry_point, commit, form):
 def test_register_twice_changes_nothing(entry_point):
     """The proposer imported after the plugins ran gets ours from the ops
     module; a second register() changes no module and logs nothing."""
-    got, _ = drive(entry_point, "9018ccf74", ENABLED, run="recompute", register_twice=True)
+    got, _ = drive(entry_point, "9018ccf74", ENABLED, run="pr5738", register_twice=True)
     assert got["mismatch"] is None, got["mismatch"]
     assert got["fastdeploy_left"] == [] and got["proposer_uses_ops_module"]
     assert got["second_call_changed"] == [], got["second_call_changed"]
@@ -195,7 +195,7 @@ def test_no_fastdeploy_op_is_one_line(entry_point):
 
 
 @pytest.mark.parametrize("env,said", [
-    (ENABLED, "using our recompute form"),  # Paddle, imported, gave the root logger a handler
+    (ENABLED, "using our pr5738 form"),  # Paddle, imported, gave the root logger a handler
     ({**ENABLED, plugin.FORM_VARIABLE: "bogus"}, "'bogus' is none of our forms"),  # nothing did
 ])
 def test_the_line_reaches_stderr_where_the_process_configured_no_logging(entry_point, env, said):
@@ -208,8 +208,10 @@ def test_the_line_reaches_stderr_where_the_process_configured_no_logging(entry_p
 
 def test_the_signature_table_is_our_shipped_forms_registered_inputs():
     assert plugin.SIGNATURES == {FORMS[f]["draft_model_preprocess"].input_names: (f,)
-                                 for f in ("recompute", "shadow")}
-    assert all("rollback" not in forms for forms in plugin.SIGNATURES.values())
+                                 for f in ("pr5738", "shadow")}
+    # Ours alone, and commit 0956b09a's (on no FastDeploy branch): never detected.
+    assert all("rollback" not in forms and "recompute" not in forms
+               for forms in plugin.SIGNATURES.values())
 
 
 def test_choose_takes_the_one_candidate_and_tells_several_apart_by_probes(monkeypatch):
@@ -233,7 +235,7 @@ class ExtensionFunction:
         pass
 
 
-@pytest.mark.parametrize("form", ["recompute", "shadow"])
+@pytest.mark.parametrize("form", ["pr5738", "shadow"])
 def test_an_extension_function_s_parameters_are_read_from_its_docstring(form):
     """Names where it states them, else their number (argN)."""
     params = op_parameters(form)
@@ -258,12 +260,12 @@ def test_a_mask_op_of_another_form_makes_the_signature_unknown():
         pass
 
     ops = Ops()
-    preprocess = ExtensionFunction("draft_model_preprocess", op_parameters("recompute"))
+    preprocess = ExtensionFunction("draft_model_preprocess", op_parameters("pr5738"))
     mask = ExtensionFunction("update_attn_mask_offsets",
                              FORMS["shadow"]["update_attn_mask_offsets"].input_names)
     ops.__dict__.update(draft_model_preprocess=preprocess, update_attn_mask_offsets=mask)
     form, what = plugin._detect(ops, preprocess)
     assert form is None and "update_attn_mask_offsets takes 8 parameters" in what, what
     ops.__dict__["update_attn_mask_offsets"] = ExtensionFunction(
-        "update_attn_mask_offsets", FORMS["recompute"]["update_attn_mask_offsets"].input_names)
-    assert plugin._detect(ops, preprocess)[0] == "recompute"
+        "update_attn_mask_offsets", FORMS["pr5738"]["update_attn_mask_offsets"].input_names)
+    assert plugin._detect(ops, preprocess)[0] == "pr5738"

@@ -200,10 +200,10 @@ def test_every_check_has_a_message_case():
 
     header = (Path(__file__).resolve().parent.parent / "custom_ops" / "mtp_bookkeeping.h").read_text()
     checks = re.findall(r"^\s*X\((k\w+), \d+,", header, re.M)
-    # The recompute and shadow forms' own (their messages are checked in
-    # test_form_recompute.py and test_form_shadow.py).
+    # The recompute, pr5738 and shadow forms' own (their messages are checked
+    # in test_form_recompute.py, test_form_pr5738.py and test_form_shadow.py).
     recompute = {"kRecomputeStepIdxOverflow", "kRecomputeRollbackOutOfRange",
-                 "kShadowStepIdxOverflow"}
+                 "kShadowStepIdxOverflow", "kResyncDecoderOutOfRange", "kResyncStepIdxOverflow"}
     assert recompute <= set(checks)
     # kMaskCursorOverflow is met by two branches (decode and vision generation).
     assert len(checks) - len(recompute) + 1 == len(PREPROCESS) + len(MASK), checks

@@ -51,12 +51,11 @@ def test_check_command_exits_zero_and_lists_everything():
     r = subprocess.run([sys.executable, "-m", "fastdeploy_mtp", "check"], cwd=REPO,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    said = re.split(r"== the (?:recompute|shadow) form", r.stdout)
-    assert len(said) == 3 and "== the rollback form" in said[0], r.stdout
-    assert r.stdout.index("== the recompute form") < r.stdout.index("== the shadow form")
+    said = re.split(r"== the \w+ form\n", r.stdout)[1:]
+    assert re.findall(r"== the (\w+) form\n", r.stdout) == list(FORMS), r.stdout
     assert r.stdout.endswith("registration matches fastdeploy_mtp/signature.py "
-                             "(rollback, recompute, shadow)\n"), r.stdout
-    for form, out in zip(("rollback", "recompute", "shadow"), said):
+                             f"({', '.join(FORMS)})\n"), r.stdout
+    for form, out in zip(FORMS, said):
         for sig in FORMS[form].values():
             assert f"{op_name(form, sig)}: OK" in out
             for pair in sig.inplace_map.items():
@@ -335,6 +334,7 @@ def test_access_per_form():
         assert unread == {"rollback": {"base_model_seq_lens_this_time",
                                        "base_model_seq_lens_encoder"},
                           "recompute": {"base_model_seq_lens_encoder"},
+                          "pr5738": {"base_model_seq_lens_encoder"},
                           "shadow": {"target_model_seq_lens_encoder"}}[form]
         # a tensor the rules read has a view, and one never read has none
         assert all(bool(t.view.fields()) == (t.access != "U") for t in sig.inputs

@@ -10,7 +10,7 @@ Its argument is a JSON object:
                   under other names) before the plugins are loaded
   break_library   fastdeploy_mtp.forms.load raises, as a failed build does
   register_twice  call the plugin's register() again, and report any change
-  run             "recompute" or "shadow": call the proposer with a state of
+  run             "recompute", "pr5738" or "shadow": call the proposer with a state of
                   that form and compare with the reference; "fastdeploy":
                   call it and report the stand-in ops' calls
   form            the form whose library the static-graph names should hold
@@ -133,16 +133,18 @@ if spec.get("register_twice"):
 def state_and_reference(form):
     """A valid state of `form`'s ops (numpy, keyed by input name), the
     attributes, and the reference functions of its two ops."""
-    from fastdeploy_mtp import reference
+    from fastdeploy_mtp import reference, reference_pr5738
     from fastdeploy_mtp.harness import states
 
     rng = np.random.default_rng(7)
-    if form == "recompute":
+    if form in ("recompute", "pr5738"):
         pre = states.recompute_state(rng, 24, num_model_step=3)
         attrs = {"num_model_step": 3, "truncate_first_token": True, "splitwise_prefill": False,
                  "kvcache_scheduler_v1": True}
-        return (pre, attrs, reference.draft_model_preprocess_recompute, states.mask_state(rng, 24),
-                reference.update_attn_mask_offsets)
+        ref = (reference.draft_model_preprocess_recompute if form == "recompute" else
+               lambda **s: reference_pr5738.draft_model_preprocess_pr5738(
+                   {n: s[n] for n in pre}, **{a: s[a] for a in attrs}))
+        return pre, attrs, ref, states.mask_state(rng, 24), reference.update_attn_mask_offsets
     pre = states.shadow_state(rng, 24, num_model_step=3)
     attrs = {"num_model_step": 3, "is_splitwise_prefill": False}
     return (pre, attrs, reference.draft_model_preprocess_shadow, states.shadow_mask_state(rng, 24),
@@ -167,7 +169,7 @@ def call_proposer(pre, attrs, mask):
 
 
 run = spec.get("run")
-if run in ("recompute", "shadow"):
+if run in ("recompute", "pr5738", "shadow"):
     pre, attrs, ref_pre, mask, ref_mask = state_and_reference(run)
     try:
         got_pre, got_out, got_mask = call_proposer(pre, attrs, mask)

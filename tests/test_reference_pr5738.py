@@ -1,5 +1,5 @@
 """The numpy model of FastDeploy's draft_model_preprocess as PR #5738 merged it
-(fastdeploy_mtp/reference_merged5738.py), numpy only.
+(fastdeploy_mtp/reference_pr5738.py), numpy only.
 
 Kernel lines cited as "cu:N" are FastDeploy 9018ccf74's
 custom_ops/gpu_ops/speculate_decoding/draft_model/draft_model_preprocess.cu;
@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from fastdeploy_mtp import reference
 from fastdeploy_mtp.harness import states
-from fastdeploy_mtp.reference_merged5738 import (INPUT_NAMES, OutOfRowAccess,
-                                                 preprocess_merged5738)
+from fastdeploy_mtp.reference_pr5738 import (INPUT_NAMES, OutOfRowAccess,
+                                                 draft_model_preprocess_pr5738)
 
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
@@ -73,7 +73,7 @@ def copy(s):
 
 def run(s, **kw):
     out = copy(s)
-    preprocess_merged5738(out, **kw)
+    draft_model_preprocess_pr5738(out, **kw)
     return out
 
 
@@ -416,7 +416,7 @@ def test_a_pre_ids_position_before_the_row():
     s["accept_num"][1] = 2
     before = copy(s)
     with pytest.raises(OutOfRowAccess, match=r"pre_ids: request 1: column -1 outside its row"):
-        preprocess_merged5738(s, **attrs())
+        draft_model_preprocess_pr5738(s, **attrs())
     assert_state(s, before)
     got = run(s, **attrs(), out_of_row="flat")
     assert got["pre_ids"][0, 7] == 4100 and got["pre_ids"][1, 0] == 4101
@@ -436,7 +436,7 @@ def test_other_accesses_past_the_row(field, edit):
         s["accept_tokens"] = np.zeros((1, 8), np.int64)
     for mode in ("raise", "flat"):
         with pytest.raises(OutOfRowAccess, match=field):
-            preprocess_merged5738(copy(s), **attrs(), out_of_row=mode)
+            draft_model_preprocess_pr5738(copy(s), **attrs(), out_of_row=mode)
 
 
 def test_per_request_vectors_may_be_columns():
@@ -586,7 +586,7 @@ def both_ways(s):
     want = copy(s)
     fastdeploy_test_model(want, FD_MAX_DRAFT, truncate=True, splitwise=False, v1=True)
     aliased = s["base_model_seq_lens_this_time"] is s["seq_lens_this_time"]
-    preprocess_merged5738(s, **FD_ATTRS)
+    draft_model_preprocess_pr5738(s, **FD_ATTRS)
     for name in INPUT_NAMES:
         if not (aliased and name == "base_model_seq_lens_this_time"):
             np.testing.assert_array_equal(s[name], want[name], err_msg=name)

@@ -8,11 +8,13 @@ the 22 tensors of the recompute form's table
 attributes, but not the recompute form's rules: a running decode rolls back
 ``recompute_token_num`` tokens unclamped, and a draft that stopped while the
 base model went on re-syncs from ``base_model_seq_lens_this_time`` and leaves
-``mask_rollback`` and ``recompute_token_num`` alone (``docs/contract.md``
-states the recompute form; ``/work/notes/merged5738_rules.md`` sets the two
-side by side, line by line).
+``mask_rollback`` and ``recompute_token_num`` alone (``docs/contract.md``,
+"The forms", sets the two side by side).
 
-This is a model of what the kernel does, not of what it should do: it
+The ``pr5738`` form's op computes what this model does on every state the
+kernel handles without leaving a row or wrapping, at up to 512 requests; it
+refuses what would leave a row or wrap, and it runs every request of a larger
+batch. This is a model of what the kernel does, not of what it should do: it
 refuses nothing the kernel runs but the accesses outside a row (below). Its
 integer arithmetic is emulated where it can wrap (32-bit ``int`` sums and
 differences, the 64-bit ``step_idx`` ones, the ``pre_ids`` position narrowed
@@ -91,7 +93,7 @@ class _Rows:
         self.data[self._at(row, col)] = value
 
 
-def preprocess_merged5738(state: Dict[str, np.ndarray], num_model_step: int,
+def draft_model_preprocess_pr5738(state: Dict[str, np.ndarray], num_model_step: int,
                           truncate_first_token: bool, splitwise_prefill: bool,
                           kvcache_scheduler_v1: bool, *, out_of_row: str = "raise") -> None:
     """Run FastDeploy 9018ccf74's draft_model_preprocess on ``state`` (the 22

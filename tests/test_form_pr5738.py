@@ -1,0 +1,235 @@
+"""FastDeploy's draft_model_preprocess as its PR #5738 merged it (9018ccf74,
+custom_ops/gpu_ops/speculate_decoding/draft_model/draft_model_preprocess.cu;
+the release branch's dcb0ccede holds the same file): the pr5738 form's op
+against the numpy model of that kernel (fastdeploy_mtp/reference_pr5738.py),
+whose own cases restate the kernel branch by branch
+(tests/test_reference_pr5738.py)."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fastdeploy_mtp import forms, reference_pr5738
+from fastdeploy_mtp.harness import states
+from fastdeploy_mtp.registration import differences, read_registered
+from fastdeploy_mtp.signature import FORMS, same_registration
+import guarded
+from helpers import (DEVICES, assert_raw_alias_refused, assert_raw_refused, assert_states_equal,
+                     call_raw, same_kind_pairs, to_numpy, to_tensors)
+
+FORM = "pr5738"
+SIG = FORMS[FORM]["draft_model_preprocess"]
+I32_MIN, I32_MAX, I64_MIN = -(2**31), 2**31 - 1, -(2**63)
+
+
+def attrs_of(k, truncate=False, splitwise=False, v1=True):
+    return dict(num_model_step=k, truncate_first_token=truncate, splitwise_prefill=splitwise,
+                kvcache_scheduler_v1=v1)
+
+
+def run_op(state, attrs, device):
+    t = to_tensors(state, device)
+    forms.load(FORM).draft_model_preprocess(**t, **attrs)
+    return to_numpy(t)
+
+
+def run_fastdeploy(state, attrs):
+    """FastDeploy's kernel, as the numpy model runs it."""
+    s = {k: v.copy() for k, v in state.items()}
+    reference_pr5738.draft_model_preprocess_pr5738(s, **attrs)
+    return s
+
+
+def decode_state(k=3, bsz=2):
+    """Running decode requests with room to roll back."""
+    s = states.recompute_state(np.random.default_rng(3), bsz, num_model_step=k)
+    for i in range(bsz):
+        s["seq_lens_encoder"][i] = 0
+        s["stop_flags"][i] = False
+        s["batch_drop"][i] = False
+        s["base_model_stop_flags"][i] = False
+        s["base_model_is_block_step"][i] = False
+        s["is_block_step"][i] = False
+        s["accept_num"][i] = 1
+        s["base_model_step_idx"][i] = 5
+        s["seq_lens_decoder"][i] = 40
+        s["step_idx"][i] = 30
+        s["mask_rollback"][i] = 0
+    return s
+
+
+def test_registered_as_fastdeploy_9018ccf74_registers_it():
+    """cpp_extensions.cc and draft_model_preprocess.cu's PD_BUILD_STATIC_OP at
+    9018ccf74: the 22-tensor registration the recompute form has too."""
+    assert differences(SIG, read_registered("draft_model_preprocess_pr5738")) == []
+    assert same_registration(SIG, FORMS["recompute"]["draft_model_preprocess"])
+    assert FORMS[FORM]["update_attn_mask_offsets"] is FORMS["rollback"]["update_attn_mask_offsets"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_the_raw_op_called_positionally_as_fastdeploy_s_proposer_does(device, k):
+    """mtp.py lines 757-784 at 9018ccf74: 22 tensors, then the 4 attributes."""
+    s = states.recompute_state(np.random.default_rng(k), 24, num_model_step=k)
+    t = to_tensors(s, device)
+    call_raw(forms.load(FORM).library, SIG, t, (k, False, False, True))
+    assert_states_equal(to_numpy(t), run_fastdeploy(s, attrs_of(k)), f"k={k}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("recompute,base_n", [(2, 4), (5, 3), (4, 0), (0, 9)])
+def test_a_running_decode_rolls_back_recompute_token_num_unclamped(device, recompute, base_n):
+    """Lines 232-241: seq_lens_decoder and step_idx less recompute_token_num,
+    mask_rollback plus it, recompute_token_num set to k - 1; no clamp by
+    base_model_seq_lens_this_time (the recompute form's min(r, n - 2))."""
+    s = decode_state(3, bsz=1)
+    s["recompute_token_num"][0] = recompute
+    s["base_model_seq_lens_this_time"][0] = base_n
+    s["mask_rollback"][0] = 7
+    got = run_op(s, attrs_of(3), device)
+    assert int(got["seq_lens_decoder"][0]) == 40 - recompute
+    assert int(got["step_idx"][0]) == 30 - recompute
+    assert int(got["mask_rollback"][0]) == 7 + recompute
+    assert int(got["recompute_token_num"][0]) == 2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_stopped_draft_resyncs_from_base_model_seq_lens_this_time(device):
+    """Lines 225-231: a draft stopped while the base model runs takes the
+    base model's lengths less base_model_seq_lens_this_time (not accept_num),
+    and mask_rollback and recompute_token_num stay as they were."""
+    s = decode_state(3, bsz=1)
+    s["stop_flags"][0] = True
+    s["base_model_seq_lens_decoder"][0] = 27
+    s["base_model_step_idx"][0] = 9
+    s["base_model_seq_lens_this_time"][0] = 3
+    s["accept_num"][0] = 1
+    s["recompute_token_num"][0] = 2
+    s["mask_rollback"][0] = 5
+    got = run_op(s, attrs_of(3), device)
+    assert not got["stop_flags"][0]
+    assert int(got["seq_lens_decoder"][0]) == 24
+    assert int(got["step_idx"][0]) == 6
+    assert int(got["mask_rollback"][0]) == 5
+    assert int(got["recompute_token_num"][0]) == 2
+    assert int(got["seq_lens_this_time"][0]) == 1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_stop_and_a_prefill_keep_mask_rollback_recompute_token_num_and_is_block_step(device):
+    """Lines 201 and 251-256 (a stop) and 204-217 (a prefill) write neither."""
+    s = decode_state(3, bsz=2)
+    s["base_model_stop_flags"][0] = True
+    s["seq_lens_encoder"][1] = 6
+    for i in range(2):
+        s["mask_rollback"][i] = 4 + i
+        s["recompute_token_num"][i] = 1
+        s["is_block_step"][i] = True
+    got = run_op(s, attrs_of(3), device)
+    np.testing.assert_array_equal(got["mask_rollback"].reshape(-1), [4, 5])
+    np.testing.assert_array_equal(got["recompute_token_num"].reshape(-1), [1, 1])
+    np.testing.assert_array_equal(got["is_block_step"].reshape(-1), [True, True])
+    assert bool(got["stop_flags"][0]) and not bool(got["stop_flags"][1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+@pytest.mark.parametrize("truncate", [False, True])
+@pytest.mark.parametrize("splitwise", [False, True])
+@pytest.mark.parametrize("v1", [False, True])
+def test_matches_fastdeploy_s_kernel(device, k, truncate, splitwise, v1):
+    s = states.recompute_state(np.random.default_rng(10 * k + 2 * truncate + splitwise), 40,
+                               num_model_step=k)
+    attrs = attrs_of(k, truncate, splitwise, v1)
+    assert_states_equal(run_op(s, attrs, device), run_fastdeploy(s, attrs), str(attrs))
+
+
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("splitwise", [False, True])
+def test_the_guarded_driver_matches_fastdeploy_s_kernel(k, splitwise):
+    """Between guard pages (tests/guarded.py): no read or write outside a
+    tensor, the pr5738 rules."""
+    s = states.recompute_state(np.random.default_rng(k + 7 * splitwise), 20, num_model_step=k)
+    attrs = attrs_of(k, splitwise=splitwise)
+    got = {n: a.copy() for n, a in s.items()}
+    guarded.call(SIG, got, attrs, form=FORM)
+    assert_states_equal(got, run_fastdeploy(s, attrs), str(attrs))
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 40), k=st.integers(1, 5),
+       v1=st.booleans(), truncate=st.booleans(), stopped=st.floats(0, 1))
+def test_property_matches_fastdeploy_s_kernel(seed, bsz, k, v1, truncate, stopped):
+    """Random states, a share of the drafts stopped (re-synced) and
+    recompute_token_num anywhere in [0, k]: the kernel's every branch."""
+    rng = np.random.default_rng(seed)
+    s = states.recompute_state(rng, bsz, num_model_step=k)
+    s["stop_flags"][:] = rng.random(bsz) < stopped
+    s["recompute_token_num"][:] = rng.integers(0, k + 1, bsz).reshape(
+        s["recompute_token_num"].shape)
+    attrs = attrs_of(k, truncate, False, v1)
+    assert_states_equal(run_op(s, attrs, "cpu"), run_fastdeploy(s, attrs), str(attrs))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_requests_past_512_run_too(device):
+    """FastDeploy's one block of 512 threads (lines 298, 306, 337) leaves
+    requests from 512 on as they were; ours runs them, as it runs every
+    request of any batch (docs/contract.md): the first 512 are FastDeploy's."""
+    s = states.recompute_state(np.random.default_rng(5), 600, num_model_step=3)
+    s["seq_lens_encoder"][:] = 0
+    s["stop_flags"][:] = False
+    s["base_model_stop_flags"][:] = False
+    s["batch_drop"][:] = False
+    s["accept_num"][:] = 1
+    s["base_model_step_idx"][:] = 5
+    s["recompute_token_num"][:] = 2
+    got = run_op(s, attrs_of(3), device)
+    want = run_fastdeploy(s, attrs_of(3))
+    for name in ("seq_lens_decoder", "step_idx", "mask_rollback"):
+        np.testing.assert_array_equal(got[name][:512], want[name][:512], err_msg=name)
+        np.testing.assert_array_equal(want[name][512:], s[name][512:], err_msg=name)
+        np.testing.assert_array_equal(got[name][512:].reshape(-1),
+                                      (s[name][512:] + (2 if name == "mask_rollback" else -2)
+                                       ).reshape(-1), err_msg=name)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("base_decoder,base_n,message", [
+    (I32_MIN + 1, 2, "seq_lens_decoder: the re-synced value base_model_seq_lens_decoder - "
+                     f"base_model_seq_lens_this_time = {I32_MIN + 1} - 2 = {I32_MIN - 1} "
+                     "leaves the int32 range"),
+    (I32_MAX, -1, "seq_lens_decoder: the re-synced value base_model_seq_lens_decoder - "
+                  f"base_model_seq_lens_this_time = {I32_MAX} - -1 = {I32_MAX + 1} leaves the "
+                  "int32 range"),
+])
+def test_a_resync_past_int32_is_refused_unchanged(device, base_decoder, base_n, message):
+    """FastDeploy's int subtraction would wrap (line 227); ours refuses."""
+    s = decode_state(3, bsz=2)
+    s["stop_flags"][1] = True
+    s["base_model_seq_lens_decoder"][1] = base_decoder
+    s["base_model_seq_lens_this_time"][1] = base_n
+    assert_raw_refused(forms.load(FORM).library, SIG, s, attrs_of(3).values(),
+                       f"draft_model_preprocess: request 1: {message}", device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_resync_step_past_int64_is_refused_unchanged(device):
+    s = decode_state(3, bsz=1)
+    s["stop_flags"][0] = True
+    s["base_model_step_idx"][0] = I64_MIN + 1
+    s["base_model_seq_lens_this_time"][0] = 2
+    s["accept_num"][0] = 0
+    message = ("step_idx: the re-synced value base_model_step_idx - "
+               f"base_model_seq_lens_this_time = {I64_MIN + 1} - 2 leaves the int64 range")
+    assert_raw_refused(forms.load(FORM).library, SIG, s, attrs_of(3).values(),
+                       f"draft_model_preprocess: request 0: {message}", device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("written,other", same_kind_pairs(SIG, decode_state(3, bsz=1),
+                                                          not_read=("base_model_seq_lens_encoder",)))
+def test_the_raw_op_refuses_a_written_tensor_passed_twice_unchanged(device, written, other):
+    assert_raw_alias_refused(forms.load(FORM).library, SIG, decode_state(3, bsz=1), written,
+                             other, attrs_of(3).values(), device)
