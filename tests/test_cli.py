@@ -454,12 +454,14 @@ def test_the_licence_py_typed_and_changelog_ship():
 
 
 def test_the_install_hints_are_the_readmes():
-    """Each hint's checkout command is one the README gives, for an extra
-    that installs what the hint says is missing."""
+    """Each hint's checkout command is one the README or the usage page
+    gives, for an extra that installs what the hint says is missing."""
     from fastdeploy_mtp.harness.simulate_cli import MATPLOTLIB_MISSING
 
-    with open(os.path.join(REPO, "README.md")) as f:
-        readme = f.read()
+    readme = ""
+    for page in ("README.md", os.path.join("docs", "usage.md")):
+        with open(os.path.join(REPO, page)) as f:
+            readme += f.read()
     extras = _pyproject()["project"]["optional-dependencies"]
     for hint, package in ((cli.PADDLE_MISSING, "paddlepaddle"), (MATPLOTLIB_MISSING, "matplotlib")):
         command = re.search(r'pip install -e "\.\[(\w+)\]"', hint)

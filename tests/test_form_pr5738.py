@@ -233,3 +233,41 @@ def test_a_resync_step_past_int64_is_refused_unchanged(device):
 def test_the_raw_op_refuses_a_written_tensor_passed_twice_unchanged(device, written, other):
     assert_raw_alias_refused(forms.load(FORM).library, SIG, decode_state(3, bsz=1), written,
                              other, attrs_of(3).values(), device)
+
+
+# ---------------------------------------------------------------------------
+# In the loop: FastDeploy 9018ccf74's runner, the tiny model and the oracle
+
+
+def run_loop(**kw):
+    from fastdeploy_mtp.harness import simulate
+    from helpers import sim_args
+
+    a = sim_args(**{"steps": 40, "batch": 6, "runner": "fastdeploy", "form": FORM,
+                    "draft_model": "tiny", "image_prob": 0.5, "seed": 1, **kw})
+    return simulate.run(a, legacy=False, print_rows=False)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_the_loop_is_exact_while_no_draft_resyncs(k):
+    """No end token, no block step, no length limit: every decode takes the
+    running branch (lines 232-241), which rolls the KV positions and the mask
+    cursor back by the same recompute_token_num."""
+    t = run_loop(mode="mixed", num_model_steps=k, draft_eos_prob=0.0, block_prob=0.0,
+                 max_dec_len=400)
+    assert t.model.tokens > 200 and t.rolled_back > 20
+    assert t.violations == 0, t.first_violation
+    assert t.model.disagreements == 0, t.model.first
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("cause", [dict(block_prob=0.0), dict(draft_eos_prob=0.0)])
+def test_a_resync_leaves_the_mask_cursor_behind_the_kv_positions(k, cause):
+    """A draft that stopped re-syncs its KV positions from the base model
+    (lines 225-231) and leaves mask_rollback as it was: the mask ends run
+    ahead of the positions the draft attends, and the draft computes on the
+    wrong context (FastDeploy's drift, docs/results.md)."""
+    t = run_loop(mode="mixed", num_model_steps=k, **cause)
+    assert t.mask_violations > 0, t.first_violation
+    assert t.model.disagreements > 0
+    assert "mask end" in str(t.model.first)

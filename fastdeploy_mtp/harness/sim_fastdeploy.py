@@ -175,7 +175,7 @@ def insert(proposer, requests: Iterable[Request], recompute=None, form: str = "r
 SWAPPED_BY_FASTDEPLOY = {"is_block_step": "batch_drop", "batch_drop": "is_block_step"}
 
 
-def preprocess_call(proposer, recompute=None, max_dec_len=None):
+def preprocess_call(proposer, recompute=None, max_dec_len=None, form=None):
     """draft_model_preprocess as FastDeploy's proposer calls it: (form, its
     tensors by the op's input names, its attributes by name).
 
@@ -187,8 +187,9 @@ def preprocess_call(proposer, recompute=None, max_dec_len=None):
     cpp_extensions.cc:887-888 and draft_model_preprocess.cu:459-460): the op
     parks a draft in the runner's batch_drop, which every insert clears, and
     drops one into the runner's is_block_step, which the mask op reads.
-    The recompute form is 9018ccf74's call, the rollback form the same
-    without ``recompute_token_num``. The shadow form's call has neither
+    The pr5738 and recompute forms are 9018ccf74's call (`form` says which
+    rules run; the recompute form's by default where `recompute` is given),
+    the rollback form the same without ``recompute_token_num``. The shadow form's call has neither
     buffer and matches the op's order (e87ce4b8c:720-740, 7a6c28781:723-743,
     c29e86fc9:728-748 against cpp_extensions.cc:968-986 there)."""
     s, b = proposer.state, proposer.base
@@ -198,7 +199,8 @@ def preprocess_call(proposer, recompute=None, max_dec_len=None):
         form, swapped = "shadow", {}
         attrs = (k, cfg.role == "prefill")
     else:
-        form, swapped = ("rollback" if recompute is None else "recompute"), SWAPPED_BY_FASTDEPLOY
+        form = form or ("rollback" if recompute is None else "recompute")
+        swapped = SWAPPED_BY_FASTDEPLOY
         # speculative_method in ("eagle", "mtp") and ENABLE_V1_KVCACHE_SCHEDULER:
         # the harness's node sets both as FastDeploy's MTP runner does.
         attrs = (k, bool(cfg.truncate_first_token), cfg.role == "prefill",
@@ -286,13 +288,13 @@ def max_dec_lens(proposer, max_dec_len: int):
 
 
 def prepare_inputs(proposer, tally: OutsideWrites, where: str, recompute=None,
-                   max_dec_len=None) -> bool:
+                   max_dec_len=None, form=None) -> bool:
     """draft_model_preprocess as FastDeploy's proposer calls it
     (``preprocess_call``), after counting what FastDeploy's kernel would
     write outside a row on this state; returns not_need_stop. With
     `recompute` (recompute_counts) the recompute form's op, with `max_dec_len`
-    (max_dec_lens) the shadow form's."""
-    form, inputs, attrs = preprocess_call(proposer, recompute, max_dec_len)
+    (max_dec_lens) the shadow form's; `form` names a 22-tensor form's rules."""
+    form, inputs, attrs = preprocess_call(proposer, recompute, max_dec_len, form)
     count_preprocess_writes(form, inputs, attrs, tally, where)
     forms.load(form).draft_model_preprocess(*inputs.values(), *attrs.values())
     return bool(proposer.state["not_need_stop"].numpy()[0])

@@ -172,10 +172,10 @@ class FastDeployDraft(EagerDraft):
                  form: str = "rollback", max_dec_len: int = 0):
         super().__init__(proposer)
         self.outside, self.step, self.form = outside, 0, form
-        # The recompute form's recompute_token_num and the shadow form's
+        # The 22-tensor forms' recompute_token_num and the shadow form's
         # max_dec_len, FastDeploy's runner's own.
-        self.recompute = (sim_fastdeploy.recompute_counts(proposer) if form == "recompute"
-                          else None)
+        self.recompute = (sim_fastdeploy.recompute_counts(proposer)
+                          if form in ("recompute", "pr5738") else None)
         self.max_dec_len = (sim_fastdeploy.max_dec_lens(proposer, max_dec_len)
                             if form == "shadow" else None)
 
@@ -183,7 +183,7 @@ class FastDeployDraft(EagerDraft):
         where = f"step {self.step} {self.proposer.config.role}"
         self.step += 1
         return sim_fastdeploy.prepare_inputs(self.proposer, self.outside, where, self.recompute,
-                                             self.max_dec_len)
+                                             self.max_dec_len, self.form)
 
     def mask_offsets(self, ids: np.ndarray, cu: np.ndarray) -> np.ndarray:
         if self.form != "shadow":

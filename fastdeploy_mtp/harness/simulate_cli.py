@@ -13,6 +13,7 @@ import tempfile
 from typing import Optional
 
 from ..devices import gpu_problem
+from ..signature import DEFAULT_FORM, FORMS
 from .simulate import run
 
 # Bounds that keep a run within this machine's memory and a sensible time.
@@ -40,13 +41,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "mask_rollback 1, the cursor at that token's offset + 1; no release) "
                         "and its positional call, also counting what FastDeploy's kernels "
                         "would write outside a row")
-    p.add_argument("--form", choices=["rollback", "recompute", "shadow"], default="rollback",
+    p.add_argument("--form", choices=list(FORMS), default=DEFAULT_FORM,
                    help="which form of the ops runs: rollback (21 tensors, the default: "
                         "the reviewed design of FastDeploy PR #5738), recompute (22, with "
-                        "recompute_token_num: FastDeploy commit 0956b09a's rules) or shadow "
-                        "(17, develop's: the draft's state derived from the target model's "
-                        "every step). A form other than rollback is driven by FastDeploy's "
-                        "runner of that version: needs --runner fastdeploy")
+                        "recompute_token_num: FastDeploy commit 0956b09a's rules), pr5738 (22: "
+                        "PR #5738 as merged, 9018ccf74) or shadow (17, develop's: the draft's "
+                        "state derived from the target model's every step). A form other "
+                        "than rollback is driven by FastDeploy's runner of that version: "
+                        "needs --runner fastdeploy")
     p.add_argument("--draft-model", choices=["tiny"], default=None,
                    help="a real attention model as the draft, checked against a cache-free "
                         "recomputation at every forward (default: a scripted draft, no model)")
