@@ -172,8 +172,8 @@ struct PreprocessTensors {
   const bool* base_stop_flags;
   const bool* base_is_block_step;
   int64_t* base_draft_tokens;    int64_t base_draft_cols;
-  // The recompute form only (FastDeploy's 22-tensor op); null in the
-  // rollback form, which never reads the base model's this-time lengths.
+  // The 22-tensor forms only (recompute, pr5738); null in the others: the
+  // rollback form never reads the base model's this-time lengths.
   int32_t* recompute_token_num;
   const int32_t* base_seq_lens_this_time;
   // The shadow form only (FastDeploy's 17-tensor op), which has no
@@ -227,7 +227,9 @@ struct PreprocessPlan {
   int32_t next_recompute;
   // The shadow form: no mask_rollback, is_block_step or batch_drop to write.
   bool shadow;
-  // PR #5738 as merged: a stopped draft re-synced from base_model_seq_lens_this_time.
+  // PR #5738 as merged: its rules (merged), and a stopped draft re-synced
+  // from base_model_seq_lens_this_time (merged_resync).
+  bool merged;
   bool merged_resync;
 };
 
@@ -335,8 +337,11 @@ MTP_HD void plan_resync(PreprocessPlan& p, const PreprocessRequest& r) {
 
 // A decode feeds its accepted tokens again: into draft_tokens, and pre_ids'
 // columns before base_model_step_idx.
+// FastDeploy 9018ccf74 (draft_model_preprocess.cu lines 242-249) copies no
+// token for a negative accept_num and writes it as seq_lens_this_time; the
+// other forms refuse it (check_preprocess).
 MTP_HD void plan_refeed(PreprocessPlan& p, const PreprocessRequest& r) {
-  p.accepted = r.accept_num;
+  p.accepted = r.merged_form & (r.accept_num < 0) ? 0 : r.accept_num;
   p.pre_ids_end = r.base_step_idx;
   p.this_time = r.accept_num;
 }
@@ -392,6 +397,7 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const Preproce
   p.recomputed = 0;
   p.next_recompute = 0;
   p.shadow = r.shadow_form;
+  p.merged = r.merged_form;
   p.merged_resync = false;
 
   if (p.shadow) {
@@ -429,7 +435,7 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const Preproce
     plan_first_token(p, E, a.truncate_first_token);
     return p;
   }
-  // Decode (E == 0; a negative E is refused by check_preprocess).
+  // Decode (E <= 0; check_preprocess refuses a negative E but in the pr5738 form).
   if (a.kvcache_scheduler_v1 && !base_block && p.is_block_step) p.is_block_step = false;
   // The recompute form (FastDeploy 0956b09a): a decode rolls back only the
   // tokens it recomputes, n = min(recompute_token_num,
@@ -478,7 +484,7 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessTensors& t, const Preproce
 }
 
 // Every branch adds the change of seq_lens_decoder to mask_rollback (the
-// recompute form: a decode's recomputed tokens); the sum must stay an int32.
+// 22-tensor forms: a decode's recomputed tokens); the sum must stay an int32.
 MTP_HD int64_t new_rollback(const PreprocessPlan& p) {
   return (int64_t)p.old_rollback + (p.recompute ? (int64_t)p.recomputed
                                                 : (int64_t)p.old_decoder - p.decoder);
@@ -521,7 +527,9 @@ MTP_HD uint32_t preprocess_failures(const PreprocessTensors& t, const Preprocess
           kPrefillTokenColumn) |
       bit(prefill & p.write_pre_ids0 & (t.pre_cols < 1), kPrefillPreIdsColumn) |
       // A decode plan keeps seq_lens_encoder as it was (E <= 0).
-      bit(decode & (p.encoder < 0), kDecodeEncoder) |
+      // (FastDeploy 9018ccf74 runs such a request as a decode, line 218: so
+      // does its form here.)
+      bit(decode & (p.encoder < 0) & !p.merged, kDecodeEncoder) |
       bit(decode & ((acc < 0) | (acc > max_acc)), kDecodeAcceptNum) |
       // The window [end - acc, end) inside [0, pre_cols), compared without
       // forming end - acc.
@@ -897,6 +905,7 @@ enum OpId : int64_t { kPreprocessOp = 1, kMaskOp = 2 };
 // (so that an error reported by a later call of another form is still worded
 // as the failing form names its tensors).
 constexpr int kOpBits = 2;
+static_assert(kForms <= 1 << (8 - kOpBits), "a failure's origin holds the form in six bits");
 MTP_HD constexpr OpId op_of(OpId op, Form f) { return (OpId)(op | (int64_t)f << kOpBits); }
 MTP_HD OpId origin_op(int64_t origin) { return (OpId)(origin & ((1 << kOpBits) - 1)); }
 MTP_HD Form origin_form(int64_t origin) { return (Form)((origin & 0xff) >> kOpBits); }

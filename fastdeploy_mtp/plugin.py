@@ -174,6 +174,17 @@ def _register() -> Tuple[int, str]:
             f"FastDeploy's {FASTDEPLOY_OPS} has no {PREPROCESS}; FastDeploy's ops stay in place")
     detected, what = _detect(fd_ops, theirs)
     if override:
+        # Only a form FastDeploy's proposer can call: one of the signature
+        # FastDeploy's op has (where several share it, the variable chooses).
+        names, count = _preprocess_parameters(fd_ops, theirs)
+        if (names is not None or count is not None) and \
+                not _matches(override, PREPROCESS, names, count):
+            return logging.WARNING, (
+                f"{FORM_VARIABLE}={override} names a form FastDeploy's proposer cannot call: "
+                f"FastDeploy's {PREPROCESS} {what}, not the {override} form's "
+                f"{len(FORMS[override][PREPROCESS].inputs)} tensors and "
+                f"{len(FORMS[override][PREPROCESS].attrs)} attributes; FastDeploy's ops stay "
+                "in place")
         form, why = override, f"{FORM_VARIABLE}={override}; FastDeploy's {PREPROCESS} {what}"
     elif detected is None:
         return logging.WARNING, (
@@ -263,13 +274,20 @@ def _matches(form: str, op: str, names, count) -> bool:
     return count == len(sig.inputs) + len(sig.attrs)
 
 
-def _detect(fd_ops, theirs) -> Tuple[Optional[str], str]:
-    """(the form FastDeploy's ops are, or None; words on what was read)."""
+def _preprocess_parameters(fd_ops, theirs):
+    """FastDeploy's draft_model_preprocess's parameters: (names or None,
+    count or None), from its function, else from its static-graph one."""
     names, count = _parameters(theirs)
     if names is None and count is None:
         static = fd_ops.__dict__.get(STATIC_PREFIX + PREPROCESS)
         if static is not None:
             names, count = _parameters(static)
+    return names, count
+
+
+def _detect(fd_ops, theirs) -> Tuple[Optional[str], str]:
+    """(the form FastDeploy's ops are, or None; words on what was read)."""
+    names, count = _preprocess_parameters(fd_ops, theirs)
     if names is None and count is None:
         return None, "states no parameters"
     # Its registered inputs are a key of SIGNATURES, then as many attributes

@@ -14,10 +14,9 @@
 //           attrs, then each (preprocess: num_model_step, truncate_first_token,
 //           splitwise_prefill, kvcache_scheduler_v1; the shadow form's two:
 //           num_model_step, is_splitwise_prefill), count, then each tensor
-//           argument: s name, element bytes, rows, columns, bytes. The form is
-//           told by the tensors sent (recompute_token_num, max_dec_len; a mask
-//           call without attn_mask_offsets_decoder is the shadow form's), and
-//           the driver is built with MTP_ALL_FORMS so every form's rules run.
+//           argument: s name, element bytes, rows, columns, bytes. The op
+//           word carries the form above the op's two bits (mtp::op_of), and
+//           the form's rules run (every form is instantiated here).
 //   answer: code (0: applied), request, v[4], s field (refused: the words
 //           before the first ':'), then each tensor's bytes after the call in
 //           the call's order, then attn_mask_offsets' bytes (none if refused)

@@ -196,6 +196,25 @@ def test_requests_past_512_run_too(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("field,value", [("accept_num", -1), ("accept_num", -3),
+                                         ("seq_lens_encoder", -1)])
+def test_states_fastdeploy_s_kernel_runs_that_the_other_forms_refuse(device, field, value):
+    """A negative accept_num copies no token and becomes seq_lens_this_time
+    (lines 242-249); a negative seq_lens_encoder is a decode (line 218). No
+    write leaves a row, so the pr5738 form runs them as FastDeploy does
+    (the other forms refuse both)."""
+    s = decode_state(3, bsz=2)
+    s[field][1] = value
+    got = run_op(s, attrs_of(3), device)
+    assert_states_equal(got, run_fastdeploy(s, attrs_of(3)), field)
+    if field == "accept_num":
+        assert int(got["seq_lens_this_time"][1]) == value
+    else:
+        assert int(got["seq_lens_encoder"][1]) == value
+        assert int(got["seq_lens_decoder"][1]) == 40 - int(s["recompute_token_num"][1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("base_decoder,base_n,message", [
     (I32_MIN + 1, 2, "seq_lens_decoder: the re-synced value base_model_seq_lens_decoder - "
                      f"base_model_seq_lens_this_time = {I32_MIN + 1} - 2 = {I32_MIN - 1} "

@@ -136,22 +136,38 @@ def test_an_unknown_signature_leaves_fastdeploy_s_ops(entry_point):
     assert level == "WARNING" and "takes 24 parameters" in line and "stay in place" in line, line
 
 
-@pytest.mark.parametrize("commit,form", [
-    ("9018ccf74", "shadow"),  # beats the signature
-    ("ba915e03e", "recompute"),  # applies where the signature is none of ours
-])
-def test_fastdeploy_mtp_form_chooses_the_form(entry_point, commit, form):
-    """(FastDeploy's proposer then calls an op of another signature: the
-    variable is for a form the signature cannot tell.)"""
-    got, _ = drive(entry_point, commit, {**ENABLED, plugin.FORM_VARIABLE: form},
-                   proposer_first=True, form=form)
-    assert got["signature"] == op_parameters(form)
+def test_fastdeploy_mtp_form_chooses_among_the_forms_of_fastdeploy_s_signature(entry_point):
+    """FastDeploy 9018ccf74's 22-tensor op is the pr5738 form's signature, and
+    the recompute form's too: the variable chooses the recompute form's rules
+    for it (the proposer calls it as it calls its own)."""
+    got, _ = drive(entry_point, "9018ccf74", {**ENABLED, plugin.FORM_VARIABLE: "recompute"},
+                   proposer_first=True, run="recompute", form="recompute")
+    assert got["mismatch"] is None, got["mismatch"]
+    assert got["signature"] == op_parameters("recompute")
     assert got["fastdeploy_left"] == [], got["fastdeploy_left"]
     assert got["static_names_hold_library"] is True, got["static_names_hold_library"]
     assert len(got["log"]) == 1, got["log"]
     level, line = got["log"][0]
-    assert level == "INFO" and f"our {form} form" in line
-    assert f"{plugin.FORM_VARIABLE}={form}" in line, line
+    assert level == "INFO" and "our recompute form" in line
+    assert f"{plugin.FORM_VARIABLE}=recompute" in line, line
+
+
+@pytest.mark.parametrize("commit,form", [
+    ("9018ccf74", "shadow"),  # a 17-tensor op for a 22-tensor call
+    ("ba915e03e", "recompute"),  # a 22-tensor op for a 20-tensor call
+])
+def test_fastdeploy_mtp_form_of_another_signature_leaves_fastdeploy_s_ops(entry_point, commit,
+                                                                          form):
+    """FastDeploy's proposer calls its ops positionally with its own
+    signature: an op of another would fail at its first call, in every
+    worker. So the variable is not followed there: one line, FastDeploy's ops
+    stay."""
+    got, _ = drive(entry_point, commit, {**ENABLED, plugin.FORM_VARIABLE: form},
+                   proposer_first=True, run="fastdeploy")
+    assert_untouched(got)
+    assert len(got["log"]) == 1, got["log"]
+    level, line = got["log"][0]
+    assert level == "WARNING" and "cannot call" in line and "stay in place" in line, line
 
 
 @pytest.mark.parametrize("env,said", [
