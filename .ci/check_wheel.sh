@@ -3,12 +3,14 @@
 # install it into a fresh virtual environment (which sees the Paddle and numpy
 # of the interpreter running this script, but not this checkout), and from an
 # empty folder let it compile the op library from the sources it carries,
-# check the registration, run the simulator and its console script.
+# check the registration, run the simulator and its console script, and let
+# a stand-in FastDeploy load its plugin through the wheel's entry point.
 #
 # The interpreter is $PYTHON, else python3 on the PATH: that of an activated
 # virtual environment too, whose packages the fresh one then sees.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+repo="$PWD"
 PYTHON="${PYTHON:-python3}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -64,4 +66,18 @@ echo "$out"
 version="$("$work/venv/bin/fastdeploy-mtp" --version)"
 [ "$version" = "$("$py" -m fastdeploy_mtp --version)" ] && echo "fastdeploy-mtp --version: $version"
 ls "$FASTDEPLOY_MTP_CACHE"/*/fastdeploy_mtp_ops* >/dev/null  # built here, from the wheel
+# FD_PLUGINS=fastdeploy_mtp through the wheel's own entry point (its
+# metadata, not the checkout's): the stand-in of FastDeploy 9018ccf74
+# (tests/standin_fastdeploy) loads the plugin as FastDeploy does, and its
+# proposer then calls our pr5738 ops, which compute what FastDeploy's do.
+out="$(FD_PLUGINS=fastdeploy_mtp STANDIN_FASTDEPLOY_COMMIT=9018ccf74 \
+  PYTHONPATH="$repo/tests/standin_fastdeploy" "$py" "$repo/tests/standin_fastdeploy/drive.py" \
+  '{"proposer_first": true, "run": "pr5738", "form": "pr5738"}')"
+echo "$out" | grep '^RESULT ' | "$py" -c '
+import json, sys
+r = json.loads(sys.stdin.read()[len("RESULT "):])
+assert r["mismatch"] is None and r["fastdeploy_left"] == [] and r["calls"] == [], r
+assert r["log"] and r["log"][0][0] == "INFO" and "our pr5738 form" in r["log"][0][1], r["log"]
+print("FD_PLUGINS=fastdeploy_mtp, through the wheel: " + r["log"][0][1][:72] + " ...")'
+
 echo "the wheel works from an empty folder"
