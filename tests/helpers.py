@@ -284,6 +284,26 @@ def mismatch_at_bound(s, found, run_op, run_ref, device="cpu"):
     return None
 
 
+def recompute_decode_state(k=3, bsz=2):
+    """A 22-tensor form's state (states.recompute_state) of `bsz` running
+    decode requests with room to roll back: 40 KV positions, step 30, one
+    token accepted, the base model at step 5, nothing pending."""
+    s = states.recompute_state(np.random.default_rng(3), bsz, num_model_step=k)
+    for i in range(bsz):
+        s["seq_lens_encoder"][i] = 0
+        s["stop_flags"][i] = False
+        s["batch_drop"][i] = False
+        s["base_model_stop_flags"][i] = False
+        s["base_model_is_block_step"][i] = False
+        s["is_block_step"][i] = False
+        s["accept_num"][i] = 1
+        s["base_model_step_idx"][i] = 5
+        s["seq_lens_decoder"][i] = 40
+        s["step_idx"][i] = 30
+        s["mask_rollback"][i] = 0
+    return s
+
+
 def preprocess_attrs(k, truncate=False, splitwise=False, v1=False):
     return dict(num_model_step=k, truncate_first_token=truncate, splitwise_prefill=splitwise,
                 kvcache_scheduler_v1=v1)

@@ -11,7 +11,8 @@ from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
 import guarded
 from helpers import (DEVICES, assert_raw_alias_refused, assert_raw_refused, assert_states_equal,
-                     call_raw, raw_refusal_cases, same_kind_pairs, to_numpy, to_tensors)
+                     call_raw, raw_refusal_cases, recompute_decode_state, same_kind_pairs,
+                     to_numpy, to_tensors)
 
 SIG = FORMS["recompute"]["draft_model_preprocess"]
 I32_MAX, I64_MAX = 2**31 - 1, 2**63 - 1
@@ -35,21 +36,7 @@ def run_ref(state, attrs):
 
 
 def decode_state(k=3, bsz=2):
-    """Two running decode requests with room to roll back."""
-    s = states.recompute_state(np.random.default_rng(3), bsz, num_model_step=k)
-    for i in range(bsz):
-        s["seq_lens_encoder"][i] = 0
-        s["stop_flags"][i] = False
-        s["batch_drop"][i] = False
-        s["base_model_stop_flags"][i] = False
-        s["base_model_is_block_step"][i] = False
-        s["is_block_step"][i] = False
-        s["accept_num"][i] = 1
-        s["base_model_step_idx"][i] = 5
-        s["seq_lens_decoder"][i] = 40
-        s["step_idx"][i] = 30
-        s["mask_rollback"][i] = 0
-    return s
+    return recompute_decode_state(k, bsz)
 
 
 # ---------------------------------------------------------------------------
