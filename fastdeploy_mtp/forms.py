@@ -39,6 +39,7 @@ def _parameters(sig: OpSignature) -> inspect.Signature:
 def _wrapper(form: str, sig: OpSignature) -> Callable[..., Any]:
     signature = _parameters(sig)
     n_tensors, n_all = len(sig.inputs), len(sig.inputs) + len(sig.attrs)
+    registered = op_name(form, sig)
 
     def call(*args, **kwargs):
         if kwargs or len(args) != n_all:
@@ -46,14 +47,14 @@ def _wrapper(form: str, sig: OpSignature) -> Callable[..., Any]:
         tensors, attrs = args[:n_tensors], args[n_tensors:]
         ops._check_boundary(sig, tensors, attrs)
         attrs = tuple(a.type(v) for a, v in zip(sig.attrs, attrs))
-        outs = ops._call(form, sig, tensors, attrs)
+        outs = ops._call(registered, sig, tensors, attrs)
         if sig.fresh_outputs:
             return outs[0] if isinstance(outs, (list, tuple)) else outs
         return None
 
     call.__name__ = call.__qualname__ = sig.name
     call.__signature__ = signature
-    call.__doc__ = (f"{sig.doc}\n\nThe {form} form's, registered as ``{op_name(form, sig)}``. "
+    call.__doc__ = (f"{sig.doc}\n\nThe {form} form's, registered as ``{registered}``. "
                     f"Writes the {len(sig.written)} tensors marked written (W) below; reads "
                     "the rest. Raises :class:`fastdeploy_mtp.ops.BadInputError`, changing "
                     "nothing, on bad input.\n" + argument_help(sig))

@@ -320,8 +320,9 @@ def _check_boundary(sig, tensors, attrs=()) -> None:
         _refuse_attr(sig, arg, value)
 
 
-def _call(form, sig, tensors, attrs=()):
-    op = raw_op(form, sig.name)
+def _call(registered: str, sig, tensors, attrs=()):
+    """The op registered as `registered` (table `sig`) on `tensors` and `attrs`."""
+    op = getattr(load_library(), registered)
     try:
         return op(*tensors, *attrs)
     except Exception as e:  # Paddle re-raises the op's C++ exception (OSError in 3.3)

@@ -424,7 +424,7 @@ def same_registration(a: OpSignature, b: OpSignature) -> bool:
     return a is b or replace(a, doc="") == replace(b, doc="")
 
 
-def table_owner(form: str, sig: OpSignature) -> str:
+def table_owner(sig: OpSignature) -> str:
     """The first form whose table of `sig`'s op registers and binds as `sig`
     does: forms that share a registration share its C++ (macros, checks,
     views)."""
@@ -435,7 +435,7 @@ def macro_prefix(form: str, sig: OpSignature) -> str:
     """The C++ macros' prefix of `sig` in `form`: MTP_<OP> where the default
     form's table registers it, else MTP_<FORM>_<OP> of the first form that
     has it (table_owner)."""
-    owner = table_owner(form, sig)
+    owner = table_owner(sig)
     if owner == DEFAULT_FORM:
         return "MTP_" + sig.name.upper()
     return f"MTP_{owner.upper()}_{sig.name.upper()}"
@@ -684,7 +684,7 @@ def cpp_form(form: str) -> str:
 def mask_form(form: str) -> str:
     """The form whose mask kernel `form`'s mask op runs: the first form that
     has the same mask table (forms that share the op share its kernel)."""
-    return table_owner(form, FORMS[form][UPDATE_ATTN_MASK_OFFSETS.name])
+    return table_owner(FORMS[form][UPDATE_ATTN_MASK_OFFSETS.name])
 
 
 def op_name(form: str, sig: OpSignature) -> str:

@@ -35,6 +35,7 @@ from ..captured import CapturedDraft
 from .draft_check import DraftRunner, ModelTally, true_ends
 from . import sim_fastdeploy
 from ..proposer import MTPProposer, ProposerConfig, Request
+from ..signature import DRAFT_MODEL_PREPROCESS, FORMS
 from .sim_models import VOCAB, ScriptedBase, SlotLife, draft_substep_update
 
 
@@ -174,8 +175,9 @@ class FastDeployDraft(EagerDraft):
         self.outside, self.step, self.form = outside, 0, form
         # The 22-tensor forms' recompute_token_num and the shadow form's
         # max_dec_len, FastDeploy's runner's own.
+        inputs = FORMS[form][DRAFT_MODEL_PREPROCESS.name].input_names
         self.recompute = (sim_fastdeploy.recompute_counts(proposer)
-                          if form in ("recompute", "pr5738") else None)
+                          if "recompute_token_num" in inputs else None)
         self.max_dec_len = (sim_fastdeploy.max_dec_lens(proposer, max_dec_len)
                             if form == "shadow" else None)
 
