@@ -16,7 +16,8 @@ from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS, same_registration
 import guarded
 from helpers import (DEVICES, assert_raw_alias_refused, assert_raw_refused, assert_states_equal,
-                     call_raw, recompute_decode_state, same_kind_pairs, to_numpy, to_tensors)
+                     call_raw, raw_refusal_cases, recompute_decode_state, same_kind_pairs,
+                     to_numpy, to_tensors)
 
 FORM = "pr5738"
 SIG = FORMS[FORM]["draft_model_preprocess"]
@@ -276,3 +277,24 @@ def test_a_resync_leaves_the_mask_cursor_behind_the_kv_positions(k, cause):
     assert t.mask_violations > 0, t.first_violation
     assert t.model.disagreements > 0
     assert "mask end" in str(t.model.first)
+
+
+# ---------------------------------------------------------------------------
+# Bad input to the raw op, as FastDeploy's proposer would hand it
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("k", [0, -1])
+def test_the_raw_op_refuses_num_model_step_below_1_unchanged(device, k):
+    assert_raw_refused(forms.load(FORM).library, SIG, decode_state(3), attrs_of(k).values(),
+                       f"num_model_step must be >= 1, got {k}", device)
+
+
+RAW_CASES = raw_refusal_cases(SIG, decode_state(3))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", [c[0] for c in RAW_CASES])
+def test_the_raw_op_refuses_a_wrong_dtype_or_too_few_rows_unchanged(device, case):
+    _, s, message = next(c for c in RAW_CASES if c[0] == case)
+    assert_raw_refused(forms.load(FORM).library, SIG, s, attrs_of(3).values(), message, device)
