@@ -79,8 +79,10 @@ __device__ PreprocessTensors rows_now(PreprocessTensors t, int64_t i, bool exist
   } else {
     t.is_block_step = row_now(t.is_block_step, i, 1, exists);
     t.batch_drop = row_now(t.batch_drop, i, 1, exists);
-    t.mask_rollback = row_now(t.mask_rollback, i, 1, exists);
     t.base_is_block_step = row_now(t.base_is_block_step, i, 1, exists);
+  }
+  if constexpr (form_has_mask_rollback(F)) {
+    t.mask_rollback = row_now(t.mask_rollback, i, 1, exists);
   }
   return t;
 }

@@ -2,10 +2,11 @@
 // `python -m fastdeploy_mtp signature --write` after changing the table.
 // The forms of the table (fastdeploy_mtp.signature.FORMS) as the C++ side
 // names them: mtp::Form, a template parameter of the rules and the kernels;
-// MTP_FOR_EACH_FORM(X) and MTP_FOR_EACH_MASK_FORM(X), X(Form::k...) for every
-// form and for every form with a mask kernel of its own (for explicit
-// instantiations); kForms, how many; mask_form(f), the mask kernel a form's
-// mask op runs.
+// MTP_FOR_EACH_FORM(X), MTP_FOR_EACH_PREPROCESS_FORM(X) and
+// MTP_FOR_EACH_MASK_FORM(X), X(Form::k...) for every form, every form with a
+// preprocess kernel and every one with a mask kernel of its own (for explicit
+// instantiations); kForms, how many;
+// preprocess_form(f) and mask_form(f), the kernels a form's ops run.
 #pragma once
 
 #include <cstdint>
@@ -15,18 +16,28 @@ namespace mtp {
 enum class Form : int32_t {
   kRollback = 0,
   kRecompute = 1,
-  kPr5738 = 2,
-  kShadow = 3,
+  kPr5245 = 2,
+  kPr5738 = 3,
+  kPr6403 = 4,
+  kShadow = 5,
 };
-constexpr int kForms = 4;
+constexpr int kForms = 6;
 
 #define MTP_FOR_EACH_FORM(X) \
-  X(Form::kRollback) X(Form::kRecompute) X(Form::kPr5738) X(Form::kShadow)
+  X(Form::kRollback) X(Form::kRecompute) X(Form::kPr5245) X(Form::kPr5738) X(Form::kPr6403) X(Form::kShadow)
+#define MTP_FOR_EACH_PREPROCESS_FORM(X) \
+  X(Form::kRollback) X(Form::kRecompute) X(Form::kPr5245) X(Form::kPr5738) X(Form::kShadow)
 #define MTP_FOR_EACH_MASK_FORM(X) \
-  X(Form::kRollback) X(Form::kShadow)
+  X(Form::kRollback) X(Form::kPr6403) X(Form::kShadow)
+
+constexpr Form preprocess_form(Form f) {
+  if (f == Form::kPr6403) return Form::kPr5738;
+  return f;
+}
 
 constexpr Form mask_form(Form f) {
   if (f == Form::kRecompute) return Form::kRollback;
+  if (f == Form::kPr5245) return Form::kRollback;
   if (f == Form::kPr5738) return Form::kRollback;
   return f;
 }

@@ -227,8 +227,11 @@ struct PreprocessPlan {
   int32_t next_recompute;
   // The shadow form: no mask_rollback, is_block_step or batch_drop to write.
   bool shadow;
-  // PR #5738 as merged: its rules (merged), and a stopped draft re-synced
-  // from base_model_seq_lens_this_time (merged_resync).
+  // Whether the form has mask_rollback (not the shadow and pr5245 forms).
+  bool rollback_tensor;
+  // FastDeploy's own kernel (the pr5245 and pr5738 forms): its rules
+  // (merged), and a stopped draft re-synced from base_model_seq_lens_this_time
+  // (merged_resync).
   bool merged;
   bool merged_resync;
 };
@@ -249,12 +252,12 @@ MTP_HD bool clears_base_draft(bool shadow, const PreprocessAttrs& a) {
 // FastDeploy's own inserts of a new prompt never write mask_rollback. For the
 // same reason a running prefill is never parked: a draft that was parked when
 // its request finished would otherwise leave is_block_step set, and the mask
-// op would skip the next request's prompt. The recompute form is a drop-in
-// for FastDeploy's own op, which does neither: its prefill keeps both. (The
-// shadow form has neither.)
+// op would skip the next request's prompt. The forms of FastDeploy's versions
+// are drop-ins for its own ops, which do neither: their prefill keeps both.
+// (The shadow form has neither.)
 MTP_HD void plan_first_token(PreprocessPlan& p, int32_t E, bool truncate) {
   p.prefill = true;
-  if (!p.recompute & !p.shadow) {
+  if (!p.recompute & !p.shadow & !p.merged) {
     p.old_rollback = 0;
     p.is_block_step = false;
   }
@@ -273,13 +276,31 @@ MTP_HD void plan_not_running(PreprocessPlan& p) {
 // Request i's values, all of them, read before any is looked at.
 struct PreprocessRequest {
   int32_t encoder, decoder, this_time, rollback, accept_num, base_decoder;
-  int32_t recompute, base_this_time;  // the 22-tensor forms'; 0 in the others
+  int32_t recompute;       // the 22-tensor forms'; 0 in the others
+  int32_t base_this_time;  // the 22-tensor and pr5245 forms'; 0 in the others
   int64_t step_idx, base_step_idx;
   int64_t max_dec_len;  // the shadow form's; 0 in the others
   bool stop_flag, is_block_step, batch_drop, base_stop, base_block;
-  // recompute_form: either 22-tensor form; merged_form: PR #5738 as merged.
-  bool recompute_form, merged_form, shadow_form;
+  // What form F has and does (the form_* functions below).
+  bool recompute_form, merged_form, shadow_form, rollback_tensor;
 };
+
+// What a form's preprocess has and does (docs/contract.md, "The forms").
+// recompute_token_num: the two 22-tensor forms (the pr6403 form runs
+// pr5738's kernel, forms.h's preprocess_form).
+MTP_HD constexpr bool form_recomputes(Form f) {
+  return f == Form::kRecompute || f == Form::kPr5738;
+}
+// FastDeploy's own kernel of ba915e03e and 9018ccf74: a re-sync from
+// base_model_seq_lens_this_time, and what that kernel runs that the other
+// forms refuse (a negative accept_num, a decode of negative
+// seq_lens_encoder).
+MTP_HD constexpr bool form_is_fastdeploy_kernel(Form f) {
+  return f == Form::kPr5245 || f == Form::kPr5738;
+}
+MTP_HD constexpr bool form_has_mask_rollback(Form f) {
+  return f != Form::kShadow && f != Form::kPr5245;
+}
 
 template <Form F>
 MTP_HD PreprocessRequest read_preprocess_request(const PreprocessTensors& t, int64_t i) {
@@ -298,19 +319,20 @@ MTP_HD PreprocessRequest read_preprocess_request(const PreprocessTensors& t, int
   r.max_dec_len = 0;
   r.rollback = 0;
   r.is_block_step = r.batch_drop = r.base_block = false;
-  r.recompute_form = F == Form::kRecompute || F == Form::kPr5738;
-  r.merged_form = F == Form::kPr5738;
+  r.recompute_form = form_recomputes(F);
+  r.merged_form = form_is_fastdeploy_kernel(F);
   r.shadow_form = F == Form::kShadow;
+  r.rollback_tensor = form_has_mask_rollback(F);
   if constexpr (F == Form::kShadow) {
     r.max_dec_len = load_now(t.max_dec_len + i);
   } else {
-    r.rollback = load_now(t.mask_rollback + i);
     r.is_block_step = load_now(t.is_block_step + i);
     r.batch_drop = load_now(t.batch_drop + i);
     r.base_block = load_now(t.base_is_block_step + i);
   }
-  if constexpr (F == Form::kRecompute || F == Form::kPr5738) {
-    r.recompute = load_now(t.recompute_token_num + i);
+  if constexpr (form_has_mask_rollback(F)) r.rollback = load_now(t.mask_rollback + i);
+  if constexpr (form_recomputes(F)) r.recompute = load_now(t.recompute_token_num + i);
+  if constexpr (form_recomputes(F) || form_is_fastdeploy_kernel(F)) {
     r.base_this_time = load_now(t.base_seq_lens_this_time + i);
   }
   return r;
@@ -397,6 +419,7 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const Preproce
   p.recomputed = 0;
   p.next_recompute = 0;
   p.shadow = r.shadow_form;
+  p.rollback_tensor = r.rollback_tensor;
   p.merged = r.merged_form;
   p.merged_resync = false;
 
@@ -445,7 +468,9 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const Preproce
   // draft_model_preprocess.cu lines 225-241): n = recompute_token_num,
   // unclamped, on a running decode only; a re-sync takes the base model's
   // lengths less base_model_seq_lens_this_time and leaves mask_rollback and
-  // recompute_token_num as they are.
+  // recompute_token_num as they are. PR #5245 (ba915e03e, the same file's
+  // lines 221-230) is that kernel with a running decode rolling back
+  // num_model_step - 1 and no mask_rollback.
   if (p.recompute) {
     const int32_t limit = r.base_this_time > 2 ? r.base_this_time - 2 : 0;
     p.recomputed = r.merged_form || r.recompute < limit ? r.recompute : limit;
@@ -549,8 +574,8 @@ MTP_HD uint32_t preprocess_failures(const PreprocessTensors& t, const Preprocess
       bit((decode | p.shadow) & (p.step_minus >= 0 ? p.step_from < kInt64Min + p.step_minus
                                                    : p.step_from > kInt64Max + p.step_minus),
           kDecodeStepIdx) |
-      // Every plan with a mask_rollback: it stays an int32 (one compare).
-      bit(!p.shadow & ((uint64_t)(r - kInt32Min) > (uint64_t)(kInt32Max - kInt32Min)),
+      // Every plan of a form with a mask_rollback: it stays an int32 (one compare).
+      bit(p.rollback_tensor & ((uint64_t)(r - kInt32Min) > (uint64_t)(kInt32Max - kInt32Min)),
           kRollbackRange);
 }
 
@@ -633,10 +658,10 @@ MTP_HD bool apply_plan(const PreprocessTensors& t, const PreprocessPlan& p, int6
   if (!p.shadow) {
     t.is_block_step[i] = p.is_block_step;
     t.batch_drop[i] = p.batch_drop;
-    // The one rule that keeps the mask cursor aligned with the KV positions
-    // (in range: kRollbackRange, preprocess_failures).
-    t.mask_rollback[i] = (int32_t)new_rollback(p);
   }
+  // The one rule that keeps the mask cursor aligned with the KV positions
+  // (in range: kRollbackRange, preprocess_failures).
+  if (p.rollback_tensor) t.mask_rollback[i] = (int32_t)new_rollback(p);
   if (p.write_recompute) t.recompute_token_num[i] = p.next_recompute;
   return p.running;
 }
@@ -844,11 +869,15 @@ MTP_HD int32_t mask_token_end(const MaskTensors& t, const MaskPlan& p, int64_t i
 // only for a decode of more than one token: 0 for its tokens' columns, -1
 // after. The eight-tensor op of the shadow form (7a6c28781, the same file's
 // decode branch) rewrites it for every decode, and a column of one of its
-// tokens that holds 1 becomes -1 instead of 0. Only the row's own columns
-// are written, so n may exceed them.
+// tokens that holds 1 becomes -1 instead of 0; so does the ten-tensor op from
+// FastDeploy's PR #6403 on (2178f2829, lines 68-75). Only the row's own
+// columns are written, so n may exceed them.
+MTP_HD constexpr bool form_rewrites_every_decode(Form f) {
+  return f == Form::kShadow || f == Form::kPr6403;
+}
 template <Form F>
 MTP_HD bool writes_decode_states(const MaskPlan& p) {
-  if constexpr (F == Form::kShadow) return p.branch == kDecode;
+  if constexpr (form_rewrites_every_decode(F)) return p.branch == kDecode;
   return p.branch == kDecode && p.n > 1;
 }
 MTP_HD int32_t decode_state(int64_t j, int32_t n) { return j < n ? 0 : -1; }
@@ -858,7 +887,7 @@ MTP_HD int32_t shadow_decode_state(int32_t old, int64_t j, int32_t n) {
 template <Form F>
 MTP_HD void write_decode_state(const MaskTensors& t, const MaskPlan& p, int64_t i, int64_t j) {
   int32_t* states = t.decode_states + i * t.decode_states_cols;
-  if constexpr (F == Form::kShadow) {
+  if constexpr (form_rewrites_every_decode(F)) {
     states[j] = shadow_decode_state(states[j], j, p.n);
   } else {
     states[j] = decode_state(j, p.n);

@@ -13,6 +13,7 @@ namespace mtp {
 template <Form F>
 inline BatchResult preprocess_batch(const PreprocessTensors t, const PreprocessAttrs a,
                                     int64_t bsz) {
+  static_assert(F == preprocess_form(F), "a form that runs another's preprocess has none");
   for (int64_t i = 0; i < bsz; ++i) {
     const Failure f = check_preprocess(t, plan_preprocess<F>(t, a, i), i);
     if (f.code != kOk) return batch_failure(op_of(kPreprocessOp, F), i, f);
@@ -31,6 +32,7 @@ inline BatchResult preprocess_batch(const PreprocessTensors t, const PreprocessA
 // F: the mask op's form (mask_form).
 template <Form F>
 inline BatchResult mask_batch(const MaskTensors t, int64_t bsz) {
+  static_assert(F == mask_form(F), "a form whose mask op runs another's has no mask rules");
   for (int64_t i = 0; i < bsz; ++i) {
     const Failure f = check_mask(t, plan_mask<F>(t, i), i);
     if (f.code != kOk) return batch_failure(op_of(kMaskOp, F), i, f);

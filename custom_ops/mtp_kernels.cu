@@ -45,6 +45,7 @@ template <Form F>
 cudaError_t launch_preprocess(const PreprocessTensors& t, const PreprocessAttrs& a, int64_t bsz,
                               bool* not_need_stop, Reporting out, GridScratch scratch,
                               cudaStream_t stream, const LaunchShape& shape) {
+  static_assert(F == preprocess_form(F), "a form that runs another's preprocess has none");
   if (bsz > kMaxBatch) return cudaErrorInvalidValue;
   const Launch l =
       plan_preprocess_launch(CudaDevice<F>::current(), bsz, scratch.slots != nullptr, shape);
@@ -57,7 +58,7 @@ cudaError_t launch_preprocess(const PreprocessTensors& t, const PreprocessAttrs&
 template <Form F>
 cudaError_t launch_mask(const MaskTensors& t, int64_t bsz, Reporting out, GridScratch scratch,
                         cudaStream_t stream, const LaunchShape& shape) {
-  static_assert(F == mask_form(F), "the mask op has the rollback and the shadow forms");
+  static_assert(F == mask_form(F), "a form whose mask op runs another form's kernel instantiates none");
   if (bsz > kMaxBatch) return cudaErrorInvalidValue;
   const MaskLaunch p = plan_mask_op(CudaDevice<F>::current(), t.num_tokens, t.mask_full_cols, bsz,
                                     scratch.slots != nullptr, shape);
@@ -77,7 +78,7 @@ cudaError_t launch_mask(const MaskTensors& t, int64_t bsz, Reporting out, GridSc
 #define MTP_MASK_LAUNCHER(F)                                                                  \
   template cudaError_t launch_mask<F>(const MaskTensors&, int64_t, Reporting, GridScratch,    \
                                       cudaStream_t, const LaunchShape&);
-MTP_FOR_EACH_FORM(MTP_PREPROCESS_LAUNCHER)
+MTP_FOR_EACH_PREPROCESS_FORM(MTP_PREPROCESS_LAUNCHER)
 MTP_FOR_EACH_MASK_FORM(MTP_MASK_LAUNCHER)
 #undef MTP_PREPROCESS_LAUNCHER
 #undef MTP_MASK_LAUNCHER

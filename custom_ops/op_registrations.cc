@@ -64,6 +64,35 @@ PD_BUILD_OP(update_attn_mask_offsets_recompute)
     .SetInferShapeFn(PD_INFER_SHAPE(mtp::recompute::update_attn_mask_offsets_shape))
     .SetInferDtypeFn(PD_INFER_DTYPE(mtp::recompute::update_attn_mask_offsets_dtype));
 
+// draft_model_preprocess, the pr5245 form's.
+void DraftModelPreprocessPr5245(MTP_PR5245_DRAFT_MODEL_PREPROCESS_PARAMS) {
+  mtp::ArgChecker c("draft_model_preprocess");
+  mtp::pr5245::draft_model_preprocess_checks(c, MTP_PR5245_DRAFT_MODEL_PREPROCESS_ARGS);
+  const auto v = mtp::pr5245::draft_model_preprocess_views(MTP_PR5245_DRAFT_MODEL_PREPROCESS_ARGS);
+  mtp::run_draft_model_preprocess<mtp::Form::kPr5245>(c, v);
+}
+PD_BUILD_OP(draft_model_preprocess_pr5245)
+    .Inputs({MTP_PR5245_DRAFT_MODEL_PREPROCESS_INPUTS})
+    .Outputs({MTP_PR5245_DRAFT_MODEL_PREPROCESS_OUTPUTS})
+    .Attrs({MTP_PR5245_DRAFT_MODEL_PREPROCESS_ATTRS})
+    .SetInplaceMap({MTP_PR5245_DRAFT_MODEL_PREPROCESS_INPLACE})
+    .SetKernelFn(PD_KERNEL(DraftModelPreprocessPr5245));
+
+// update_attn_mask_offsets, the pr5245 form's.
+std::vector<paddle::Tensor> UpdateAttnMaskOffsetsPr5245(MTP_UPDATE_ATTN_MASK_OFFSETS_PARAMS) {
+  mtp::ArgChecker c("update_attn_mask_offsets");
+  mtp::pr5245::update_attn_mask_offsets_checks(c, MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS);
+  const auto v = mtp::pr5245::update_attn_mask_offsets_views(MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS);
+  return mtp::run_update_attn_mask_offsets<mtp::Form::kRollback>(c, v);
+}
+PD_BUILD_OP(update_attn_mask_offsets_pr5245)
+    .Inputs({MTP_UPDATE_ATTN_MASK_OFFSETS_INPUTS})
+    .Outputs({MTP_UPDATE_ATTN_MASK_OFFSETS_OUTPUTS})
+    .SetInplaceMap({MTP_UPDATE_ATTN_MASK_OFFSETS_INPLACE})
+    .SetKernelFn(PD_KERNEL(UpdateAttnMaskOffsetsPr5245))
+    .SetInferShapeFn(PD_INFER_SHAPE(mtp::pr5245::update_attn_mask_offsets_shape))
+    .SetInferDtypeFn(PD_INFER_DTYPE(mtp::pr5245::update_attn_mask_offsets_dtype));
+
 // draft_model_preprocess, the pr5738 form's.
 void DraftModelPreprocessPr5738(MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_PARAMS) {
   mtp::ArgChecker c("draft_model_preprocess");
@@ -92,6 +121,35 @@ PD_BUILD_OP(update_attn_mask_offsets_pr5738)
     .SetKernelFn(PD_KERNEL(UpdateAttnMaskOffsetsPr5738))
     .SetInferShapeFn(PD_INFER_SHAPE(mtp::pr5738::update_attn_mask_offsets_shape))
     .SetInferDtypeFn(PD_INFER_DTYPE(mtp::pr5738::update_attn_mask_offsets_dtype));
+
+// draft_model_preprocess, the pr6403 form's.
+void DraftModelPreprocessPr6403(MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_PARAMS) {
+  mtp::ArgChecker c("draft_model_preprocess");
+  mtp::pr6403::draft_model_preprocess_checks(c, MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_ARGS);
+  const auto v = mtp::pr6403::draft_model_preprocess_views(MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_ARGS);
+  mtp::run_draft_model_preprocess<mtp::Form::kPr5738>(c, v);
+}
+PD_BUILD_OP(draft_model_preprocess_pr6403)
+    .Inputs({MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_INPUTS})
+    .Outputs({MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_OUTPUTS})
+    .Attrs({MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_ATTRS})
+    .SetInplaceMap({MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_INPLACE})
+    .SetKernelFn(PD_KERNEL(DraftModelPreprocessPr6403));
+
+// update_attn_mask_offsets, the pr6403 form's.
+std::vector<paddle::Tensor> UpdateAttnMaskOffsetsPr6403(MTP_UPDATE_ATTN_MASK_OFFSETS_PARAMS) {
+  mtp::ArgChecker c("update_attn_mask_offsets");
+  mtp::pr6403::update_attn_mask_offsets_checks(c, MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS);
+  const auto v = mtp::pr6403::update_attn_mask_offsets_views(MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS);
+  return mtp::run_update_attn_mask_offsets<mtp::Form::kPr6403>(c, v);
+}
+PD_BUILD_OP(update_attn_mask_offsets_pr6403)
+    .Inputs({MTP_UPDATE_ATTN_MASK_OFFSETS_INPUTS})
+    .Outputs({MTP_UPDATE_ATTN_MASK_OFFSETS_OUTPUTS})
+    .SetInplaceMap({MTP_UPDATE_ATTN_MASK_OFFSETS_INPLACE})
+    .SetKernelFn(PD_KERNEL(UpdateAttnMaskOffsetsPr6403))
+    .SetInferShapeFn(PD_INFER_SHAPE(mtp::pr6403::update_attn_mask_offsets_shape))
+    .SetInferDtypeFn(PD_INFER_DTYPE(mtp::pr6403::update_attn_mask_offsets_dtype));
 
 // draft_model_preprocess, the shadow form's.
 void DraftModelPreprocessShadow(MTP_SHADOW_DRAFT_MODEL_PREPROCESS_PARAMS) {

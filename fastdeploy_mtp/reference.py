@@ -310,10 +310,22 @@ def update_attn_mask_offsets(
     attn_mask_offsets_full, attn_mask_offsets_decoder, is_block_step, decode_states,
     mask_rollback,
 ) -> np.ndarray:
-    """The rollback and recompute forms' op (10 tensors)."""
+    """The ten-tensor op of the rollback, recompute, pr5245 and pr5738 forms."""
     return _mask(ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder,
                  cu_seqlens_q, attn_mask_offsets_full, attn_mask_offsets_decoder, is_block_step,
                  decode_states, mask_rollback)
+
+
+def update_attn_mask_offsets_pr6403(
+    ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, cu_seqlens_q,
+    attn_mask_offsets_full, attn_mask_offsets_decoder, is_block_step, decode_states,
+    mask_rollback,
+) -> np.ndarray:
+    """The pr6403 form's ten-tensor op: as update_attn_mask_offsets, with the
+    shadow form's decode_states rule (FastDeploy 2178f2829)."""
+    return _mask(ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder,
+                 cu_seqlens_q, attn_mask_offsets_full, attn_mask_offsets_decoder, is_block_step,
+                 decode_states, mask_rollback, every_decode=True)
 
 
 def update_attn_mask_offsets_shadow(
@@ -329,10 +341,12 @@ def update_attn_mask_offsets_shadow(
 def _mask(
     ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, cu_seqlens_q,
     attn_mask_offsets_full, attn_mask_offsets_decoder, is_block_step, decode_states,
-    mask_rollback,
+    mask_rollback, every_decode=False,
 ) -> np.ndarray:
     """Every form's; no cursor (None) is the shadow form's: a decode request's
-    cursor is then its seq_lens_decoder, with nothing to roll back, and is not kept."""
+    cursor is then its seq_lens_decoder, with nothing to roll back, and is not
+    kept. every_decode: the decode_states rule of FastDeploy's PR #6403 on
+    (_write_decode_states), which the shadow form's op has too."""
     op = "update_attn_mask_offsets"
     n_all, enc, dec, block = map(
         _vec, (seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, is_block_step))
@@ -407,17 +421,19 @@ def _mask(
             for j in range(n):
                 out[(q + j) * 2 + 1] = cursor[i] + 1 + j
             cursor[i] += n
-            _write_decode_states(decode_states[i], n, shadow=attn_mask_offsets_decoder is None)
+            _write_decode_states(decode_states[i], n,
+                                 every_decode or attn_mask_offsets_decoder is None)
     return out
 
 
-def _write_decode_states(row, n, shadow):
+def _write_decode_states(row, n, every_decode):
     """A decode request's row of decode_states. The ten-tensor op (FastDeploy
     9018ccf74, update_attn_mask_offsets.cu lines 68-77) writes it only when the
-    request feeds more than one token: its tokens' columns 0, the rest -1. The
-    shadow form's eight-tensor op (7a6c28781, the same file's decode branch)
-    writes it for every decode, and a 1 among its tokens' columns becomes -1."""
-    if shadow:
+    request feeds more than one token: its tokens' columns 0, the rest -1. From
+    PR #6403 (2178f2829, lines 68-75; the shadow form's eight-tensor op of
+    7a6c28781 too) the op writes it for every decode, and a 1 among its
+    tokens' columns becomes -1."""
+    if every_decode:
         row[:n] = np.where(row[:n] == 1, -1, 0)
         row[n:] = -1
     elif n > 1:

@@ -10,14 +10,16 @@ registered with the table, so a drifting name or order fails loudly.
 
 The positional order is the one FastDeploy-style runners call with.
 
-FastDeploy's ``draft_model_preprocess`` has had more than one signature; each
-is a *form* here (``FORMS``), with its own table, library and registration:
-``rollback`` (the 21-tensor op that carries ``mask_rollback``; the default),
-``recompute`` (22 tensors: ``recompute_token_num`` after ``mask_rollback``)
-and ``shadow`` (17 tensors: the draft's state derived from the base model,
-which it calls the target model, every step; its ``update_attn_mask_offsets``
-has 8 tensors and no cursor). A process loads one form
-(``fastdeploy_mtp.forms``).
+FastDeploy's two ops have had more than one signature and more than one set of
+rules; each version is a *form* here (``FORMS``, with the FastDeploy code each
+follows in ``docs/contract.md``), with its own table and its ops registered
+under their own names in the one library: ``rollback`` (our own 21-tensor op
+that carries ``mask_rollback``; the default), ``recompute`` and ``pr5738`` (22
+tensors: ``recompute_token_num`` after ``mask_rollback``), ``pr5245`` (20
+tensors, no ``mask_rollback``), ``pr6403`` (``pr5738``'s preprocess, another
+``decode_states`` rule) and ``shadow`` (17 tensors: the draft's state derived
+from the base model, which it calls the target model, every step; its
+``update_attn_mask_offsets`` has 8 tensors and no cursor).
 """
 
 from __future__ import annotations
@@ -287,6 +289,27 @@ DRAFT_MODEL_PREPROCESS_PR5738 = replace(
         "base_model_seq_lens_this_time and keeps mask_rollback and recompute_token_num.",
 )
 
+# PR #5245 (ba915e03e): FastDeploy's 20-tensor op, which its PR #5738 later
+# widened. No mask_rollback and no recompute_token_num: a running decode rolls
+# back num_model_step - 1 and nothing tells the mask op; a re-sync takes
+# base_model_seq_lens_this_time, as PR #5738 merged keeps it. Ten of its
+# twelve written tensors are registered in place.
+DRAFT_MODEL_PREPROCESS_PR5245 = replace(
+    DRAFT_MODEL_PREPROCESS,
+    inputs=tuple(
+        replace(t, access=R, doc="[N] base model; a re-synced draft goes back by it",
+                view=View("base_seq_lens_this_time"))
+        if t.name == "base_model_seq_lens_this_time" else t
+        for t in DRAFT_MODEL_PREPROCESS.inputs if t.name != "mask_rollback"),
+    undeclared=("is_block_step", "base_model_draft_tokens"),
+    doc="Prepare the draft model's state at the start of an engine step, in place, as "
+        "FastDeploy's PR #5245 left it (ba915e03e; 20 tensors): a running decode rolls back "
+        "num_model_step - 1 positions and re-feeds the accepted tokens; a draft that stopped "
+        "while the base model went on takes the base model's seq_lens_decoder and step_idx "
+        "less base_model_seq_lens_this_time. No mask_rollback: the mask op's cursor is not "
+        "told of either.",
+)
+
 # FastDeploy's shadow form (develop): the draft's lengths and step are derived
 # from the base model's -- the target model's, in its names -- every step, so
 # nothing is rolled back and there is no mask_rollback, is_block_step or
@@ -391,6 +414,18 @@ UPDATE_ATTN_MASK_OFFSETS_SHADOW = replace(
         "its tokens' columns that do not hold 1, -1 elsewhere).",
 )
 
+# FastDeploy's PR #6403 (2178f2829): the ten-tensor op with the decode_states
+# rule of the shadow form's op (every decode; a 1 among its tokens' columns
+# becomes -1). Its registration is the rollback form's.
+UPDATE_ATTN_MASK_OFFSETS_PR6403 = replace(
+    UPDATE_ATTN_MASK_OFFSETS,
+    doc=UPDATE_ATTN_MASK_OFFSETS.doc.replace(
+        "a decode of more than one token rewrites its row of decode_states (0 for each of "
+        "its tokens' columns, -1 after them)",
+        "every decode rewrites its row of decode_states (0 for its tokens' columns that do "
+        "not hold 1, -1 elsewhere), as FastDeploy's PR #6403 (2178f2829) does"),
+)
+
 # Not a FastDeploy op: the explicit check for errors that asynchronous GPU
 # calls left on the device (any tensor on that device names it; unchanged).
 RAISE_PENDING_ERRORS = OpSignature(
@@ -411,9 +446,19 @@ FORMS: Dict[str, Dict[str, OpSignature]] = {
     for form, preprocess, mask in (
         ("rollback", DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS),
         ("recompute", DRAFT_MODEL_PREPROCESS_RECOMPUTE, UPDATE_ATTN_MASK_OFFSETS),
+        ("pr5245", DRAFT_MODEL_PREPROCESS_PR5245, UPDATE_ATTN_MASK_OFFSETS),
         ("pr5738", DRAFT_MODEL_PREPROCESS_PR5738, UPDATE_ATTN_MASK_OFFSETS),
+        ("pr6403", DRAFT_MODEL_PREPROCESS_PR5738, UPDATE_ATTN_MASK_OFFSETS_PR6403),
         ("shadow", DRAFT_MODEL_PREPROCESS_SHADOW, UPDATE_ATTN_MASK_OFFSETS_SHADOW))
 }
+
+# Whose rules each form's ops run, where they are another form's: a FastDeploy
+# version that changed one op of the pair runs the other op as the version
+# before it (its kernel is instantiated once, under that form). A form not
+# named runs its own rules (for a mask op: the rules of the first form with
+# its registration, table_owner).
+PREPROCESS_RULES_OF = {"pr6403": "pr5738"}
+MASK_RULES_OF = {"pr6403": "pr6403"}
 
 # The default form's ops.
 OPS: Dict[str, OpSignature] = FORMS[DEFAULT_FORM]
@@ -682,9 +727,15 @@ def cpp_form(form: str) -> str:
 
 
 def mask_form(form: str) -> str:
-    """The form whose mask kernel `form`'s mask op runs: the first form that
-    has the same mask table (forms that share the op share its kernel)."""
-    return table_owner(FORMS[form][UPDATE_ATTN_MASK_OFFSETS.name])
+    """The form whose mask kernel `form`'s mask op runs: MASK_RULES_OF's, else
+    the first form that has the same mask table (forms that share the op
+    share its kernel)."""
+    return MASK_RULES_OF.get(form) or table_owner(FORMS[form][UPDATE_ATTN_MASK_OFFSETS.name])
+
+
+def preprocess_form(form: str) -> str:
+    """The form whose preprocess kernel `form`'s preprocess op runs."""
+    return PREPROCESS_RULES_OF.get(form, form)
 
 
 def op_name(form: str, sig: OpSignature) -> str:
@@ -700,10 +751,11 @@ def render_forms_header() -> str:
     lines = _GENERATED + [
         "// The forms of the table (fastdeploy_mtp.signature.FORMS) as the C++ side",
         "// names them: mtp::Form, a template parameter of the rules and the kernels;",
-        "// MTP_FOR_EACH_FORM(X) and MTP_FOR_EACH_MASK_FORM(X), X(Form::k...) for every",
-        "// form and for every form with a mask kernel of its own (for explicit",
-        "// instantiations); kForms, how many; mask_form(f), the mask kernel a form's",
-        "// mask op runs.",
+        "// MTP_FOR_EACH_FORM(X), MTP_FOR_EACH_PREPROCESS_FORM(X) and",
+        "// MTP_FOR_EACH_MASK_FORM(X), X(Form::k...) for every form, every form with a",
+        "// preprocess kernel and every one with a mask kernel of its own (for explicit",
+        "// instantiations); kForms, how many;",
+        "// preprocess_form(f) and mask_form(f), the kernels a form's ops run.",
         "#pragma once",
         "",
         "#include <cstdint>",
@@ -713,20 +765,17 @@ def render_forms_header() -> str:
         "enum class Form : int32_t {",
     ]
     lines += [f"  {cpp_form(f)[len('Form::'):]} = {k}," for k, f in enumerate(FORMS)]
-    masks = [f for f in FORMS if mask_form(f) == f]
-    lines += [
-        "};",
-        f"constexpr int kForms = {len(FORMS)};",
-        "",
-        "#define MTP_FOR_EACH_FORM(X) \\\n  " + " ".join(f"X({cpp_form(f)})" for f in FORMS),
-        "#define MTP_FOR_EACH_MASK_FORM(X) \\\n  " + " ".join(f"X({cpp_form(f)})" for f in masks),
-        "",
-        "constexpr Form mask_form(Form f) {",
-    ]
-    for f in FORMS:
-        if mask_form(f) != f:
-            lines.append(f"  if (f == {cpp_form(f)}) return {cpp_form(mask_form(f))};")
-    lines += ["  return f;", "}", "", "}  // namespace mtp", ""]
+    lines += ["};", f"constexpr int kForms = {len(FORMS)};", "",
+              "#define MTP_FOR_EACH_FORM(X) \\\n  " + " ".join(f"X({cpp_form(f)})" for f in FORMS)]
+    for kind, of in (("PREPROCESS", preprocess_form), ("MASK", mask_form)):
+        own = " ".join(f"X({cpp_form(f)})" for f in FORMS if of(f) == f)
+        lines.append(f"#define MTP_FOR_EACH_{kind}_FORM(X) \\\n  {own}")
+    for kind, of in (("preprocess", preprocess_form), ("mask", mask_form)):
+        lines += ["", f"constexpr Form {kind}_form(Form f) {{"]
+        lines += [f"  if (f == {cpp_form(f)}) return {cpp_form(of(f))};"
+                  for f in FORMS if of(f) != f]
+        lines += ["  return f;", "}"]
+    lines += ["", "}  // namespace mtp", ""]
     return "\n".join(lines)
 
 
@@ -755,7 +804,7 @@ def render_registrations() -> str:
                 run = f"  return mtp::run_{sig.name}<mtp::{cpp_form(mask_form(form))}>(c, v);"
             else:
                 head = f"void {fn}({p}_PARAMS) {{"
-                run = f"  mtp::run_{sig.name}<mtp::{cpp_form(form)}>(c, v);"
+                run = f"  mtp::run_{sig.name}<mtp::{cpp_form(preprocess_form(form))}>(c, v);"
             lines += [f"// {sig.name}, the {form} form's.", head,
                       f'  mtp::ArgChecker c("{sig.name}");', f"  {ns}_checks(c, {p}_ARGS);",
                       f"  const auto v = {ns}_views({p}_ARGS);", run, "}", f"PD_BUILD_OP({name})", f"    .Inputs({{{p}_INPUTS}})",

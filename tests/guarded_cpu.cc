@@ -187,6 +187,8 @@ Outcome run_preprocess(const std::vector<Arg>& args, const mtp::PreprocessAttrs&
                        mtp::Form form) {
   Run r(args, at_end);
   const bool shadow = r.has("max_dec_len"), recompute = r.has("recompute_token_num");
+  // The pr5245 form has no mask_rollback, and reads base_model_seq_lens_this_time.
+  const bool rollback = r.has("mask_rollback");
   // The shadow form names the base model the target model.
   auto base = [&](const char* name) {
     return std::string(shadow ? "target_model_" : "base_model_") + name;
@@ -207,12 +209,12 @@ Outcome run_preprocess(const std::vector<Arg>& args, const mtp::PreprocessAttrs&
   t.batch_drop = shadow ? nullptr : r.ptr<bool>("batch_drop");
   t.pre_ids = r.ptr<int64_t>("pre_ids");
   t.pre_cols = r.cols("pre_ids");
-  t.mask_rollback = shadow ? nullptr : r.ptr<int32_t>("mask_rollback");
+  t.mask_rollback = rollback ? r.ptr<int32_t>("mask_rollback") : nullptr;
   t.accept_tokens = r.ptr<int64_t>("accept_tokens");
   t.accept_cols = r.cols("accept_tokens");
   t.accept_num = r.ptr<int32_t>("accept_num");
   t.base_seq_lens_this_time = nullptr;
-  if (recompute) {
+  if (recompute || (!shadow && !rollback)) {
     t.base_seq_lens_this_time = r.ptr<int32_t>("base_model_seq_lens_this_time");
   } else if (!shadow) {
     r.unread("base_model_seq_lens_this_time");
@@ -229,7 +231,9 @@ Outcome run_preprocess(const std::vector<Arg>& args, const mtp::PreprocessAttrs&
   r.all_used();
   Outcome o;
   const int64_t bsz = r.rows("seq_lens_this_time");
-  o.result = with_form(form, [&](auto f) { return mtp::preprocess_batch<f()>(t, a, bsz); });
+  o.result = with_form(form, [&](auto f) {
+    return mtp::preprocess_batch<mtp::preprocess_form(f())>(t, a, bsz);
+  });
   if (o.result.code == mtp::kOk) *not_need_stop = o.result.any_running != 0;  // as the op does
   for (size_t k = 0; k < args.size(); ++k) o.after.push_back(r.bytes_after(k));
   return o;

@@ -61,7 +61,7 @@ BIND = "custom_ops/op_bindings.h"
 MAIN = "fastdeploy_mtp/__main__.py"
 SIM_CLI = "fastdeploy_mtp/harness/simulate_cli.py"
 PLUGIN = "fastdeploy_mtp/plugin.py"
-REF_PR5738 = "fastdeploy_mtp/reference_pr5738.py"
+REF_PR5738 = "fastdeploy_mtp/reference_fastdeploy.py"
 PYPROJECT = "pyproject.toml"
 SIMFD = "fastdeploy_mtp/harness/sim_fastdeploy.py"
 VERDICT = "fastdeploy_mtp/harness/verdict.py"
@@ -670,7 +670,7 @@ CPU_TESTS = ["tests/test_guarded.py", "tests/test_launch_plan.py", "tests/test_h
              "tests/test_proposer.py", "tests/test_simulator.py", "tests/test_draft_model.py",
              "tests/test_signature.py", "tests/test_loader.py",
              "tests/test_huge_requests.py", "tests/test_forms.py", "tests/test_form_recompute.py",
-             "tests/test_form_pr5738.py", "tests/test_reference_pr5738.py",
+             "tests/test_form_pr5738.py", "tests/test_reference_fastdeploy.py",
              "tests/test_form_shadow.py", "tests/test_fastdeploy_dropin.py",
              "tests/test_sim_fastdeploy.py", "tests/test_cli.py", "tests/test_plugin.py",
              "tests/test_verdict.py", "tests/test_build_lock.py", "tests/test_docs.py"]

@@ -1,16 +1,16 @@
 """FastDeploy's draft_model_preprocess as its PR #5738 merged it (9018ccf74,
 custom_ops/gpu_ops/speculate_decoding/draft_model/draft_model_preprocess.cu;
 the release branch's dcb0ccede holds the same file): the pr5738 form's op
-against the numpy model of that kernel (fastdeploy_mtp/reference_pr5738.py),
+against the numpy model of that kernel (fastdeploy_mtp/reference_fastdeploy.py),
 whose own cases restate the kernel branch by branch
-(tests/test_reference_pr5738.py)."""
+(tests/test_reference_fastdeploy.py)."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastdeploy_mtp import forms, reference_pr5738
+from fastdeploy_mtp import forms, reference_fastdeploy
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS, same_registration
@@ -38,7 +38,7 @@ def run_op(state, attrs, device):
 def run_fastdeploy(state, attrs):
     """FastDeploy's kernel, as the numpy model runs it."""
     s = {k: v.copy() for k, v in state.items()}
-    reference_pr5738.draft_model_preprocess_pr5738(s, **attrs)
+    reference_fastdeploy.draft_model_preprocess_pr5738(s, **attrs)
     return s
 
 

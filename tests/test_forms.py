@@ -59,6 +59,31 @@ def test_the_recompute_table_is_fastdeploy_s_registration():
         "is_block_step", "mask_rollback", "recompute_token_num", "base_model_draft_tokens"}
 
 
+def test_the_pr5245_table_is_fastdeploy_s_registration_at_ba915e03e():
+    """FastDeploy ba915e03e, draft_model_preprocess.cu lines 432-474: the 22
+    tensors of 9018ccf74 less mask_rollback and recompute_token_num, the same
+    ten in place, the same attributes."""
+    sig = FORMS["pr5245"]["draft_model_preprocess"]
+    dropped = ("mask_rollback", "recompute_token_num")
+    assert list(sig.input_names) == [n for n in FASTDEPLOY_RECOMPUTE_INPUTS if n not in dropped]
+    assert sig.inplace_map == {n: f"{n}_out" for n in FASTDEPLOY_RECOMPUTE_IN_PLACE}
+    assert list(sig.output_names) == [f"{n}_out" for n in FASTDEPLOY_RECOMPUTE_IN_PLACE]
+    assert sig.attr_names == FORMS["rollback"]["draft_model_preprocess"].attr_names
+    assert set(sig.written) - set(sig.declared) == {"is_block_step", "base_model_draft_tokens"}
+    # Its kernel reads base_model_seq_lens_this_time (the re-sync, lines 221-225).
+    assert sig.input("base_model_seq_lens_this_time").access == "R"
+
+
+def test_the_pr6403_form_is_pr5738_s_preprocess_and_the_ten_tensor_mask_op():
+    """FastDeploy 2178f2829 changed update_attn_mask_offsets.cu's decode branch
+    only (lines 68-75); its registration (lines 126-140) and the preprocess are
+    9018ccf74's."""
+    assert FORMS["pr6403"]["draft_model_preprocess"] is FORMS["pr5738"]["draft_model_preprocess"]
+    a, b = FORMS["pr6403"]["update_attn_mask_offsets"], FORMS["rollback"]["update_attn_mask_offsets"]
+    assert (a.input_names, a.output_names, a.inplace_map) == (b.input_names, b.output_names,
+                                                             b.inplace_map)
+
+
 def test_the_forms_register_the_same_ops_each_with_its_own_tables():
     a, b, c = FORMS["rollback"], FORMS["recompute"], FORMS["shadow"]
     assert list(a) == list(b) == list(c)

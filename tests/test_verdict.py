@@ -43,7 +43,8 @@ def test_the_violations_cell_names_each_kind_with_its_count(mask, alignment, cel
 
 
 # One row of each form that drifts (where it does) and one that is exact.
-SAMPLE = [("rollback", "pd", 2), ("recompute", "mixed", 2), ("shadow", "pd", 4)]
+SAMPLE = [("rollback", "pd", 2), ("recompute", "mixed", 2), ("pr5245", "mixed", 2),
+          ("pr6403", "pd", 1), ("shadow", "pd", 4)]
 
 
 @pytest.mark.parametrize("form", sorted({f for f, _, _ in SAMPLE}))

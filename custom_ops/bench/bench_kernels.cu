@@ -93,7 +93,7 @@ cudaError_t launch_baseline_preprocess(const mtp::PreprocessTensors& t,
       int);
 #define MTP_BASELINE_MASK(F) \
   template cudaError_t launch_baseline_mask<mtp::F>(const mtp::MaskTensors&, int64_t, cudaStream_t);
-MTP_FOR_EACH_FORM(MTP_BASELINE_PREPROCESS)
+MTP_FOR_EACH_PREPROCESS_FORM(MTP_BASELINE_PREPROCESS)
 MTP_FOR_EACH_MASK_FORM(MTP_BASELINE_MASK)
 #undef MTP_BASELINE_PREPROCESS
 #undef MTP_BASELINE_MASK

@@ -300,11 +300,12 @@ def prepare_inputs(proposer, tally: OutsideWrites, where: str, recompute=None,
     return bool(proposer.state["not_need_stop"].numpy()[0])
 
 
-def shadow_mask_offsets(proposer, ids_remove_padding, cu_seqlens_q):
-    """The shadow form's update_attn_mask_offsets as FastDeploy's proposer
-    calls it: 8 tensors, no cursor and no rollback."""
-    s = proposer.state
-    return forms.load("shadow").update_attn_mask_offsets(
-        ids_remove_padding, s["seq_lens_this_time"], s["seq_lens_encoder"],
-        s["seq_lens_decoder"], cu_seqlens_q, s["attn_mask_offsets_full"], s["is_block_step"],
-        s["decode_states"])
+def mask_offsets(proposer, form: str, ids_remove_padding, cu_seqlens_q):
+    """`form`'s update_attn_mask_offsets as FastDeploy's proposer calls it:
+    each tensor its runner's buffer of that name, the ten-tensor op
+    (mtp.py:871-882 at 9018ccf74) or the shadow form's eight, without the
+    cursor and the rollback (7a6c28781:892-903)."""
+    given = {"ids_remove_padding": ids_remove_padding, "cu_seqlens_q": cu_seqlens_q}
+    names = FORMS[form]["update_attn_mask_offsets"].input_names
+    return forms.load(form).update_attn_mask_offsets(
+        *(given[n] if n in given else proposer.state[n] for n in names))

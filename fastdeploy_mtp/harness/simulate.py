@@ -188,13 +188,11 @@ class FastDeployDraft(EagerDraft):
                                              self.max_dec_len, self.form)
 
     def mask_offsets(self, ids: np.ndarray, cu: np.ndarray) -> np.ndarray:
-        if self.form != "shadow":
-            return super().mask_offsets(ids, cu)
         import paddle
 
         p = self.proposer
-        return sim_fastdeploy.shadow_mask_offsets(p, paddle.to_tensor(ids, place=p.place),
-                                                  paddle.to_tensor(cu, place=p.place)).numpy()
+        return sim_fastdeploy.mask_offsets(p, self.form, paddle.to_tensor(ids, place=p.place),
+                                           paddle.to_tensor(cu, place=p.place)).numpy()
 
 
 @dataclass

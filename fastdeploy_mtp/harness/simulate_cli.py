@@ -44,9 +44,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--form", choices=list(FORMS), default=DEFAULT_FORM,
                    help="which form of the ops runs: rollback (21 tensors, the default: "
                         "the reviewed design of FastDeploy PR #5738), recompute (22, with "
-                        "recompute_token_num: FastDeploy commit 0956b09a's rules), pr5738 (22: "
-                        "PR #5738 as merged, 9018ccf74) or shadow (17, develop's: the draft's "
-                        "state derived from the target model's every step). A form other "
+                        "recompute_token_num: FastDeploy commit 0956b09a's rules), pr5245 (20: "
+                        "FastDeploy ba915e03e, no mask_rollback), pr5738 (22: PR #5738 as "
+                        "merged, 9018ccf74), pr6403 (pr5738 with 2178f2829's decode_states "
+                        "rule) or shadow (17, develop's: the draft's state derived from the "
+                        "target model's every step). A form other "
                         "than rollback is driven by FastDeploy's runner of that version: "
                         "needs --runner fastdeploy")
     p.add_argument("--draft-model", choices=["tiny"], default=None,

@@ -133,7 +133,7 @@ if spec.get("register_twice"):
 def state_and_reference(form):
     """A valid state of `form`'s ops (numpy, keyed by input name), the
     attributes, and the reference functions of its two ops."""
-    from fastdeploy_mtp import reference, reference_pr5738
+    from fastdeploy_mtp import reference, reference_fastdeploy
     from fastdeploy_mtp.harness import states
 
     rng = np.random.default_rng(7)
@@ -142,7 +142,7 @@ def state_and_reference(form):
         attrs = {"num_model_step": 3, "truncate_first_token": True, "splitwise_prefill": False,
                  "kvcache_scheduler_v1": True}
         ref = (reference.draft_model_preprocess_recompute if form == "recompute" else
-               lambda **s: reference_pr5738.draft_model_preprocess_pr5738(
+               lambda **s: reference_fastdeploy.draft_model_preprocess_pr5738(
                    {n: s[n] for n in pre}, **{a: s[a] for a in attrs}))
         return pre, attrs, ref, states.mask_state(rng, 24), reference.update_attn_mask_offsets
     pre = states.shadow_state(rng, 24, num_model_step=3)

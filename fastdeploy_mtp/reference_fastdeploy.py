@@ -1,20 +1,27 @@
-"""FastDeploy's ``draft_model_preprocess`` as its PR #5738 merged it, in numpy.
+"""FastDeploy's own ``draft_model_preprocess`` kernels, in numpy.
 
-The kernel is FastDeploy commit 9018ccf74,
-``custom_ops/gpu_ops/speculate_decoding/draft_model/draft_model_preprocess.cu``
-(the release branch's dcb0ccede carries the same file, byte for byte). It takes
-the 22 tensors of the recompute form's table
-(``FORMS["recompute"]["draft_model_preprocess"]``) and the same four
-attributes, but not the recompute form's rules: a running decode rolls back
-``recompute_token_num`` tokens unclamped, and a draft that stopped while the
-base model went on re-syncs from ``base_model_seq_lens_this_time`` and leaves
-``mask_rollback`` and ``recompute_token_num`` alone (``docs/contract.md``,
-"The forms", sets the two side by side).
+Two versions of one kernel,
+``custom_ops/gpu_ops/speculate_decoding/draft_model/draft_model_preprocess.cu``:
 
-The ``pr5738`` form's op computes what this model does on every state the
-kernel handles without leaving a row or wrapping, at up to 512 requests; it
-refuses what would leave a row or wrap, and it runs every request of a larger
-batch. This is a model of what the kernel does, not of what it should do: it
+- PR #5738 as merged, FastDeploy commit 9018ccf74 (the release branch's
+  dcb0ccede carries the same file, byte for byte), the ``pr5738`` and
+  ``pr6403`` forms' (:func:`draft_model_preprocess_pr5738`). It takes the 22
+  tensors of the recompute form's table and the same four attributes, but not
+  the recompute form's rules: a running decode rolls back
+  ``recompute_token_num`` tokens unclamped, and a draft that stopped while the
+  base model went on re-syncs from ``base_model_seq_lens_this_time`` and
+  leaves ``mask_rollback`` and ``recompute_token_num`` alone
+  (``docs/contract.md``, "The forms", sets them side by side).
+- The kernel as PR #5245 left it, FastDeploy commit ba915e03e, the ``pr5245``
+  form's (:func:`draft_model_preprocess_pr5245`): 20 tensors, the same
+  kernel but that a running decode rolls back ``num_model_step - 1`` and
+  there is no ``mask_rollback`` or ``recompute_token_num`` (``git diff
+  ba915e03e 9018ccf74`` of that file changes only those lines and the
+  parameter lists).
+
+Each form's op computes what its model does on every state the kernel
+handles without leaving a row or wrapping, at up to 512 requests; it refuses
+what would leave a row or wrap, and it runs every request of a larger batch. This is a model of what the kernel does, not of what it should do: it
 refuses nothing the kernel runs but the accesses outside a row (below). Its
 integer arithmetic is emulated where it can wrap (32-bit ``int`` sums and
 differences, the 64-bit ``step_idx`` ones, the ``pre_ids`` position narrowed
@@ -32,9 +39,9 @@ order. On the GPU all requests run at once, so where another request touches
 the same cells the outcome there is a race, and this order is one of its
 outcomes. An access outside the whole buffer always raises.
 
-The shape mirrors ``reference.draft_model_preprocess_recompute`` (one request
-at a time, per-request vectors as 1-D views, nothing changed when it raises),
-but takes the state as a dict keyed by the table's input names.
+Each takes the state as a dict keyed by its table's input names, runs one
+request at a time on per-request vectors as 1-D views, and changes nothing
+when it raises. Line numbers below are 9018ccf74's.
 """
 
 from __future__ import annotations
@@ -45,10 +52,9 @@ import numpy as np
 
 from .signature import FORMS
 
-SIGNATURE = FORMS["recompute"]["draft_model_preprocess"]
-INPUT_NAMES = SIGNATURE.input_names
-# The tensors the kernel writes (its ten registered outputs and four more).
-WRITTEN = SIGNATURE.written
+# Each version's table (the pr5738 form's is the recompute form's registration).
+SIGNATURES = {"pr5738": FORMS["pr5738"]["draft_model_preprocess"],
+              "pr5245": FORMS["pr5245"]["draft_model_preprocess"]}
 # Threads of the one block the kernel is launched with, one a request.
 BLOCK_SIZE = 512
 _MATRICES = ("draft_tokens", "input_ids", "pre_ids", "accept_tokens", "base_model_draft_tokens")
@@ -94,18 +100,35 @@ class _Rows:
 
 
 def draft_model_preprocess_pr5738(state: Dict[str, np.ndarray], num_model_step: int,
-                          truncate_first_token: bool, splitwise_prefill: bool,
-                          kvcache_scheduler_v1: bool, *, out_of_row: str = "raise") -> None:
+                                  truncate_first_token: bool, splitwise_prefill: bool,
+                                  kvcache_scheduler_v1: bool, *, out_of_row: str = "raise") -> None:
     """Run FastDeploy 9018ccf74's draft_model_preprocess on ``state`` (the 22
     inputs by name; per-request vectors [N] or [N, 1]) in place, with its
     attributes. ``out_of_row``: "raise" (OutOfRowAccess, nothing changed) or
     "flat" (the neighbouring row's cells, as the kernel's pointers fall)."""
+    _run("pr5738", state, num_model_step, truncate_first_token, splitwise_prefill,
+         kvcache_scheduler_v1, out_of_row)
+
+
+def draft_model_preprocess_pr5245(state: Dict[str, np.ndarray], num_model_step: int,
+                                  truncate_first_token: bool, splitwise_prefill: bool,
+                                  kvcache_scheduler_v1: bool, *, out_of_row: str = "raise") -> None:
+    """Run FastDeploy ba915e03e's draft_model_preprocess (20 inputs) on
+    ``state`` in place; as :func:`draft_model_preprocess_pr5738` otherwise."""
+    _run("pr5245", state, num_model_step, truncate_first_token, splitwise_prefill,
+         kvcache_scheduler_v1, out_of_row)
+
+
+def _run(version, state, num_model_step, truncate_first_token, splitwise_prefill,
+         kvcache_scheduler_v1, out_of_row) -> None:
+    sig = SIGNATURES[version]
+    INPUT_NAMES = sig.input_names
     if out_of_row not in ("raise", "flat"):
         raise ValueError(f"out_of_row must be 'raise' or 'flat', got {out_of_row!r}")
     missing = [n for n in INPUT_NAMES if n not in state]
     if missing:
         raise ValueError(f"draft_model_preprocess: state lacks {', '.join(missing)}")
-    for t in SIGNATURE.inputs:
+    for t in sig.inputs:
         if state[t.name].dtype != t.dtype:
             raise ValueError(f"draft_model_preprocess: {t.name} is {state[t.name].dtype}, "
                              f"not {np.dtype(t.dtype)}")
@@ -131,9 +154,9 @@ def draft_model_preprocess_pr5738(state: Dict[str, np.ndarray], num_model_step: 
     running = 0
     for i in range(rows):
         running += run(i, v, m, int(num_model_step), bool(truncate_first_token),
-                       bool(kvcache_scheduler_v1))
+                       bool(kvcache_scheduler_v1), version)
     w["not_need_stop"].reshape(-1)[0] = running > 0  # the block's sum of running requests
-    for n in WRITTEN:
+    for n in sig.written:
         np.copyto(state[n], w[n])
 
 
@@ -157,7 +180,7 @@ def _stop(i, v) -> None:
     v["seq_lens_encoder"][i] = 0
 
 
-def _splitwise_request(i, v, m, k, truncate, v1) -> int:
+def _splitwise_request(i, v, m, k, truncate, v1, version) -> int:
     """The prefill node's kernel, process_splitwise_prefill (lines 62-126):
     only seq_lens_encoder decides. No pre_ids, base_model_draft_tokens, base
     model flags, batch_drop or is_block_step."""
@@ -169,7 +192,7 @@ def _splitwise_request(i, v, m, k, truncate, v1) -> int:
     return 0
 
 
-def _normal_request(i, v, m, k, truncate, v1) -> int:
+def _normal_request(i, v, m, k, truncate, v1, version) -> int:
     """draft_model_preprocess_kernel (lines 131-263) for request i."""
     bmdt = m["base_model_draft_tokens"]
     for c in range(1, bmdt.cols):  # lines 180-182: column 0 is kept
@@ -199,6 +222,10 @@ def _normal_request(i, v, m, k, truncate, v1) -> int:
         v["stop_flags"][i] = False
         v["seq_lens_decoder"][i] = wrap32(int(v["base_model_seq_lens_decoder"][i]) - base_n)
         v["step_idx"][i] = wrap64(base_step - base_n)
+    elif version == "pr5245":  # roll back k - 1, in int (ba915e03e lines 226-230)
+        back = wrap32(k - 1)
+        v["seq_lens_decoder"][i] = wrap32(int(v["seq_lens_decoder"][i]) - back)
+        v["step_idx"][i] = wrap64(int(v["step_idx"][i]) - back)
     else:  # roll back the recomputed tokens, unclamped, lines 232-241
         r = int(v["recompute_token_num"][i])
         v["seq_lens_decoder"][i] = wrap32(int(v["seq_lens_decoder"][i]) - r)

@@ -1,5 +1,5 @@
 """The numpy model of FastDeploy's draft_model_preprocess as PR #5738 merged it
-(fastdeploy_mtp/reference_pr5738.py), numpy only.
+(fastdeploy_mtp/reference_fastdeploy.py), numpy only.
 
 Kernel lines cited as "cu:N" are FastDeploy 9018ccf74's
 custom_ops/gpu_ops/speculate_decoding/draft_model/draft_model_preprocess.cu;
@@ -17,8 +17,11 @@ from hypothesis import strategies as st
 
 from fastdeploy_mtp import reference
 from fastdeploy_mtp.harness import states
-from fastdeploy_mtp.reference_pr5738 import (INPUT_NAMES, OutOfRowAccess,
+from fastdeploy_mtp.reference_fastdeploy import (SIGNATURES, OutOfRowAccess,
+                                                 draft_model_preprocess_pr5245,
                                                  draft_model_preprocess_pr5738)
+
+INPUT_NAMES = SIGNATURES["pr5738"].input_names
 
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
@@ -738,3 +741,85 @@ def test_a_running_decode_past_the_clamp_differs(seed, k, n, excess, v1):
     merged = run(s, **attrs(k, False, False, v1))
     assert int(row(ours, "seq_lens_decoder", 0)) - int(row(merged, "seq_lens_decoder", 0)) == excess
     assert int(row(merged, "mask_rollback", 0)) - int(row(ours, "mask_rollback", 0)) == excess
+
+
+# ------------------------------------- (d) PR #5245's kernel (ba915e03e, 20 tensors)
+# "ba:N" is ba915e03e's draft_model_preprocess.cu. `git diff ba915e03e
+# 9018ccf74` of that file changes the kernel's parameters (mask_rollback,
+# recompute_token_num) and the running decode's rollback (ba:226-230 against
+# cu:232-241), nothing else.
+
+PR5245_NAMES = SIGNATURES["pr5245"].input_names
+
+
+def pr5245_state(s):
+    return {n: s[n] for n in PR5245_NAMES}
+
+
+def run_pr5245(s, **kw):
+    out = copy(s)
+    draft_model_preprocess_pr5245(out, **kw)
+    return out
+
+
+def test_pr5245_decode_rolls_back_k_minus_1_and_has_no_mask_rollback():
+    """ba:226-230, 231-237: S 20, step 10, k = 4, accept_num 2, base step 6:
+    S 17, step 7; the accepted tokens re-fed as at 9018ccf74."""
+    s = pr5245_state(make_state())
+    s["accept_num"][0] = 2
+    got = run_pr5245(s, **attrs(k=4))
+    want = copy(s)
+    want["seq_lens_decoder"][0] = 17
+    want["step_idx"][0] = 7
+    want["draft_tokens"][0, :2] = [4000, 4001]
+    want["pre_ids"][0, 4:6] = [4000, 4001]
+    want["seq_lens_this_time"][0] = 2
+    want["not_need_stop"][0] = True
+    cleared_base_draft(want)
+    assert set(got) == set(PR5245_NAMES)
+    for name in PR5245_NAMES:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def test_pr5245_resync_takes_the_base_models_this_time():
+    """ba:221-225: a stopped draft: S = 30 - 4 = 26, step = 6 - 4 = 2."""
+    s = pr5245_state(make_state())
+    s["stop_flags"][0] = True
+    got = run_pr5245(s, **attrs(k=3))
+    assert (got["stop_flags"][0], got["seq_lens_decoder"][0], got["step_idx"][0]) == (False, 26, 2)
+
+
+def test_pr5245_rollback_wraps_in_32_bits():
+    """ba:228: seq_lens_decoder -= k - 1 in int: S = INT32_MIN + 1, k = 4
+    wraps to INT32_MAX - 1; step_idx is int64 and goes to 10 - 3 = 7."""
+    s = pr5245_state(make_state())
+    s["seq_lens_decoder"][0] = I32_MIN + 1
+    got = run_pr5245(s, **attrs(k=4))
+    assert (got["seq_lens_decoder"][0], got["step_idx"][0]) == (I32_MAX - 1, 7)
+
+
+def test_pr5245_refuses_a_state_without_its_tensors():
+    s = pr5245_state(make_state())
+    del s["accept_num"]
+    with pytest.raises(ValueError, match="lacks accept_num"):
+        draft_model_preprocess_pr5245(s, **attrs())
+
+
+@settings(max_examples=120, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 24), k=st.integers(1, 5),
+       truncate=st.booleans(), splitwise=st.booleans(), v1=st.booleans(),
+       extra=st.integers(0, 2))
+def test_pr5245_is_9018ccf74_with_k_minus_1_recomputed(seed, bsz, k, truncate, splitwise, v1,
+                                                       extra):
+    """With recompute_token_num = k - 1 in every row, 9018ccf74's kernel
+    computes on the 20 tensors they share what ba915e03e's does: the two
+    differ only in that line (and 9018ccf74's writes of mask_rollback and
+    recompute_token_num)."""
+    rng = np.random.default_rng(seed)
+    s = states.recompute_state(rng, bsz, num_model_step=k, splitwise_prefill=splitwise,
+                               truncate_first_token=truncate, extra_rows=extra)
+    s["recompute_token_num"][...] = k - 1
+    merged = run(s, **attrs(k, truncate, splitwise, v1))
+    old = run_pr5245(pr5245_state(s), **attrs(k, truncate, splitwise, v1))
+    for name in PR5245_NAMES:
+        np.testing.assert_array_equal(old[name], merged[name], err_msg=name)
