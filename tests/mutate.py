@@ -61,7 +61,7 @@ BIND = "custom_ops/op_bindings.h"
 MAIN = "fastdeploy_mtp/__main__.py"
 SIM_CLI = "fastdeploy_mtp/harness/simulate_cli.py"
 PLUGIN = "fastdeploy_mtp/plugin.py"
-REF_PR5738 = "fastdeploy_mtp/reference_fastdeploy.py"
+REF_FD = "fastdeploy_mtp/reference_fastdeploy.py"
 PYPROJECT = "pyproject.toml"
 SIMFD = "fastdeploy_mtp/harness/sim_fastdeploy.py"
 VERDICT = "fastdeploy_mtp/harness/verdict.py"
@@ -118,8 +118,8 @@ MUTATIONS = [
     Mutation("prefill keeps a parked flag", H,
              "    p.old_rollback = 0;\n    p.is_block_step = false;", "    p.old_rollback = 0;"),
     Mutation("prefill keeps the rollback residue", H,
-             "  if (!p.recompute & !p.shadow) {\n    p.old_rollback = 0;",
-             "  if (!p.recompute & !p.shadow) {"),
+             "  if (!p.recompute & !p.shadow & !p.merged) {\n    p.old_rollback = 0;",
+             "  if (!p.recompute & !p.shadow & !p.merged) {"),
     # -- the recompute form ----------------------------------------------------------
     Mutation("recompute limit off by one", H,
              "r.base_this_time > 2 ? r.base_this_time - 2 : 0",
@@ -130,8 +130,8 @@ MUTATIONS = [
     Mutation("recompute count set to k", H, "p.next_recompute = a.num_model_step - 1;",
              "p.next_recompute = a.num_model_step;"),
     Mutation("recompute prefill drops the rollback", H,
-             "  if (!p.recompute & !p.shadow) {\n    p.old_rollback = 0;",
-             "  if (!p.shadow) {\n    p.old_rollback = 0;"),
+             "  if (!p.recompute & !p.shadow & !p.merged) {\n    p.old_rollback = 0;",
+             "  if (!p.shadow & !p.merged) {\n    p.old_rollback = 0;"),
     Mutation("recompute count never written", H,
              "  if (p.write_recompute) t.recompute_token_num[i] = p.next_recompute;", ""),
     Mutation("recompute rollback check skipped", H,
@@ -155,14 +155,29 @@ MUTATIONS = [
     Mutation("pr5738 refuses a decode of negative seq_lens_encoder", H,
              "bit(decode & (p.encoder < 0) & !p.merged, kDecodeEncoder)",
              "bit(decode & (p.encoder < 0), kDecodeEncoder)"),
+    # -- PR #5245's op (the pr5245 form) and PR #6403's mask rule (the pr6403 form) ----
+    Mutation("pr5245 runs as the other forms, not as FastDeploy's kernel", H,
+             "  return f == Form::kPr5245 || f == Form::kPr5738;",
+             "  return f == Form::kPr5738;"),
+    Mutation("pr5245 prefill clears a parked flag", H,
+             "  if (!p.recompute & !p.shadow & !p.merged) {",
+             "  if (!p.recompute & !p.shadow) {"),
+    Mutation("pr6403 mask op keeps 9018ccf74's decode_states rule", H,
+             "  return f == Form::kShadow || f == Form::kPr6403;",
+             "  return f == Form::kShadow;"),
+    Mutation("pr6403 reference keeps 9018ccf74's decode_states rule", REF,
+             "                                 every_decode or attn_mask_offsets_decoder is None)",
+             "                                 attn_mask_offsets_decoder is None)"),
+    Mutation("FastDeploy model's pr5245 rolls back k", REF_FD,
+             "        back = wrap32(k - 1)", "        back = wrap32(k)"),
     # -- the model of FastDeploy 9018ccf74's kernel the pr5738 form is held to -------
-    Mutation("FastDeploy model clamps the rollback", REF_PR5738,
+    Mutation("FastDeploy model clamps the rollback", REF_FD,
              '        r = int(v["recompute_token_num"][i])',
              '        r = min(int(v["recompute_token_num"][i]), max(base_n - 2, 0))'),
-    Mutation("FastDeploy model re-syncs by accept_num", REF_PR5738,
+    Mutation("FastDeploy model re-syncs by accept_num", REF_FD,
              'wrap32(int(v["base_model_seq_lens_decoder"][i]) - base_n)',
              'wrap32(int(v["base_model_seq_lens_decoder"][i]) - int(v["accept_num"][i]))'),
-    Mutation("FastDeploy model's stop touches mask_rollback", REF_PR5738,
+    Mutation("FastDeploy model's stop touches mask_rollback", REF_FD,
              '    v["stop_flags"][i] = True\n    v["seq_lens_this_time"][i] = 0\n',
              '    v["stop_flags"][i] = True\n    v["mask_rollback"][i] = 0\n'
              '    v["seq_lens_this_time"][i] = 0\n'),
@@ -203,7 +218,7 @@ MUTATIONS = [
     Mutation("cu_seqlens_q short form reads past it", H,
              "p.next = i + 1 < t.cu_entries ?", "p.next = i + 1 <= t.cu_entries ?"),
     Mutation("rollback range unchecked", H,
-             "bit(!p.shadow & ((uint64_t)(r - kInt32Min) > (uint64_t)(kInt32Max - kInt32Min)),",
+             "bit(p.rollback_tensor & ((uint64_t)(r - kInt32Min) > (uint64_t)(kInt32Max - kInt32Min)),",
              "bit(false,"),
     Mutation("base draft row clears column 0", H,
              "for (int64_t j = 1; j < t.base_draft_cols; ++j) row[j] = -1;",
@@ -227,9 +242,9 @@ MUTATIONS = [
              "MTP_HD int32_t decode_state(int64_t j, int32_t n) { return j <= n ? 0 : -1; }"),
     Mutation("shadow decode_states keeps a 1", H, "return j < n && old != 1 ? 0 : -1;",
              "return j < n ? (old == 1 ? 1 : 0) : -1;"),
-    Mutation("shadow decode_states only for decodes of several tokens", H,
-             "if constexpr (F == Form::kShadow) return p.branch == kDecode;",
-             "if constexpr (F == Form::kShadow) return p.branch == kDecode && p.n > 1;"),
+    Mutation("shadow and pr6403 decode_states only for decodes of several tokens", H,
+             "if constexpr (form_rewrites_every_decode(F)) return p.branch == kDecode;",
+             "if constexpr (form_rewrites_every_decode(F)) return p.branch == kDecode && p.n > 1;"),
     Mutation("decode_states of a one-token decode written", H,
              "  return p.branch == kDecode && p.n > 1;\n",
              "  return p.branch == kDecode;\n"),
@@ -241,7 +256,12 @@ MUTATIONS = [
              'c.vector(base_model_seq_lens_this_time, "base_model_seq_lens_this_time", '
              'paddle::DataType::INT32, bsz, Access::kRead);',
              'c.vector(base_model_seq_lens_this_time, "base_model_seq_lens_this_time", '
-             'paddle::DataType::INT32, bsz, Access::kUnread);'),
+             'paddle::DataType::INT32, bsz, Access::kUnread);', nth=0),
+    Mutation("pr5245 base_model_seq_lens_this_time exempt from the overlap check", BIND,
+             'c.vector(base_model_seq_lens_this_time, "base_model_seq_lens_this_time", '
+             'paddle::DataType::INT32, bsz, Access::kRead);',
+             'c.vector(base_model_seq_lens_this_time, "base_model_seq_lens_this_time", '
+             'paddle::DataType::INT32, bsz, Access::kUnread);', nth=1),
     # The third of the forms' checks (rollback, recompute, shadow) is the shadow form's.
     Mutation("shadow raw op takes num_model_step 0", BIND,
              'MTP_CHECK(num_model_step >= 1, "draft_model_preprocess", ": num_model_step must be >= 1, got ", num_model_step);',
@@ -382,9 +402,9 @@ MUTATIONS = [
              "    if (caller_ != device) {", "    if (false) {", device="gpu2"),
     Mutation("GPU the caller's current device not given back", RECORD,
              "    if (switched_) cudaSetDevice(caller_);", "", device="gpu2"),
-    Mutation("GPU the mask op launches on the current device", DISPATCH,
-             "    const DeviceScope on_device(c.place().GetDeviceId(), op);\n", "", nth=1,
-             device="gpu2"),
+    Mutation("GPU a call launches on device 0, not on its tensors' device", DISPATCH,
+             "        on_device_(c.place().GetDeviceId(), op_),",
+             "        on_device_(0, op_),", device="gpu2"),
     # -- the loop replayed from CUDA graphs (GPU only) ------------------------------------
     Mutation("a refused replay of preprocess not raised", CAPTURED,
              "            ops.raise_pending_errors(self.flag)\n", "", device="gpu"),
@@ -670,7 +690,8 @@ CPU_TESTS = ["tests/test_guarded.py", "tests/test_launch_plan.py", "tests/test_h
              "tests/test_proposer.py", "tests/test_simulator.py", "tests/test_draft_model.py",
              "tests/test_signature.py", "tests/test_loader.py",
              "tests/test_huge_requests.py", "tests/test_forms.py", "tests/test_form_recompute.py",
-             "tests/test_form_pr5738.py", "tests/test_reference_fastdeploy.py",
+             "tests/test_form_pr5245.py", "tests/test_form_pr5738.py",
+             "tests/test_form_pr6403.py", "tests/test_reference_fastdeploy.py",
              "tests/test_form_shadow.py", "tests/test_fastdeploy_dropin.py",
              "tests/test_sim_fastdeploy.py", "tests/test_cli.py", "tests/test_plugin.py",
              "tests/test_verdict.py", "tests/test_build_lock.py", "tests/test_docs.py"]
