@@ -19,12 +19,13 @@ enum class Form : int32_t {
   kPr5245 = 2,
   kPr5738 = 3,
   kPr6403 = 4,
-  kShadow = 5,
+  kXpu = 5,
+  kShadow = 6,
 };
-constexpr int kForms = 6;
+constexpr int kForms = 7;
 
 #define MTP_FOR_EACH_FORM(X) \
-  X(Form::kRollback) X(Form::kRecompute) X(Form::kPr5245) X(Form::kPr5738) X(Form::kPr6403) X(Form::kShadow)
+  X(Form::kRollback) X(Form::kRecompute) X(Form::kPr5245) X(Form::kPr5738) X(Form::kPr6403) X(Form::kXpu) X(Form::kShadow)
 #define MTP_FOR_EACH_PREPROCESS_FORM(X) \
   X(Form::kRollback) X(Form::kRecompute) X(Form::kPr5245) X(Form::kPr5738) X(Form::kShadow)
 #define MTP_FOR_EACH_MASK_FORM(X) \
@@ -32,6 +33,7 @@ constexpr int kForms = 6;
 
 constexpr Form preprocess_form(Form f) {
   if (f == Form::kPr6403) return Form::kPr5738;
+  if (f == Form::kXpu) return Form::kPr5245;
   return f;
 }
 
@@ -39,6 +41,7 @@ constexpr Form mask_form(Form f) {
   if (f == Form::kRecompute) return Form::kRollback;
   if (f == Form::kPr5245) return Form::kRollback;
   if (f == Form::kPr5738) return Form::kRollback;
+  if (f == Form::kXpu) return Form::kRollback;
   return f;
 }
 

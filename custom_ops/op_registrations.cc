@@ -151,6 +151,35 @@ PD_BUILD_OP(update_attn_mask_offsets_pr6403)
     .SetInferShapeFn(PD_INFER_SHAPE(mtp::pr6403::update_attn_mask_offsets_shape))
     .SetInferDtypeFn(PD_INFER_DTYPE(mtp::pr6403::update_attn_mask_offsets_dtype));
 
+// draft_model_preprocess, the xpu form's.
+void DraftModelPreprocessXpu(MTP_XPU_DRAFT_MODEL_PREPROCESS_PARAMS) {
+  mtp::ArgChecker c("draft_model_preprocess");
+  mtp::xpu::draft_model_preprocess_checks(c, MTP_XPU_DRAFT_MODEL_PREPROCESS_ARGS);
+  const auto v = mtp::xpu::draft_model_preprocess_views(MTP_XPU_DRAFT_MODEL_PREPROCESS_ARGS);
+  mtp::run_draft_model_preprocess<mtp::Form::kPr5245>(c, v);
+}
+PD_BUILD_OP(draft_model_preprocess_xpu)
+    .Inputs({MTP_XPU_DRAFT_MODEL_PREPROCESS_INPUTS})
+    .Outputs({MTP_XPU_DRAFT_MODEL_PREPROCESS_OUTPUTS})
+    .Attrs({MTP_XPU_DRAFT_MODEL_PREPROCESS_ATTRS})
+    .SetInplaceMap({MTP_XPU_DRAFT_MODEL_PREPROCESS_INPLACE})
+    .SetKernelFn(PD_KERNEL(DraftModelPreprocessXpu));
+
+// update_attn_mask_offsets, the xpu form's.
+std::vector<paddle::Tensor> UpdateAttnMaskOffsetsXpu(MTP_UPDATE_ATTN_MASK_OFFSETS_PARAMS) {
+  mtp::ArgChecker c("update_attn_mask_offsets");
+  mtp::xpu::update_attn_mask_offsets_checks(c, MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS);
+  const auto v = mtp::xpu::update_attn_mask_offsets_views(MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS);
+  return mtp::run_update_attn_mask_offsets<mtp::Form::kRollback>(c, v);
+}
+PD_BUILD_OP(update_attn_mask_offsets_xpu)
+    .Inputs({MTP_UPDATE_ATTN_MASK_OFFSETS_INPUTS})
+    .Outputs({MTP_UPDATE_ATTN_MASK_OFFSETS_OUTPUTS})
+    .SetInplaceMap({MTP_UPDATE_ATTN_MASK_OFFSETS_INPLACE})
+    .SetKernelFn(PD_KERNEL(UpdateAttnMaskOffsetsXpu))
+    .SetInferShapeFn(PD_INFER_SHAPE(mtp::xpu::update_attn_mask_offsets_shape))
+    .SetInferDtypeFn(PD_INFER_DTYPE(mtp::xpu::update_attn_mask_offsets_dtype));
+
 // draft_model_preprocess, the shadow form's.
 void DraftModelPreprocessShadow(MTP_SHADOW_DRAFT_MODEL_PREPROCESS_PARAMS) {
   mtp::ArgChecker c("draft_model_preprocess");

@@ -18,6 +18,13 @@ Two versions of one kernel,
   there is no ``mask_rollback`` or ``recompute_token_num`` (``git diff
   ba915e03e 9018ccf74`` of that file changes only those lines and the
   parameter lists).
+- FastDeploy's XPU op at develop, commit c29e86fc9, the ``xpu`` form's
+  (:func:`draft_model_preprocess_xpu`): the 22-tensor registration with
+  ba915e03e's rules (its kernel's CPU form,
+  ``custom_ops/xpu_ops/src/plugin/src/wrapper/mtp_wrapper/draft_model_preprocess.cpp``
+  lines 77-196), ``mask_rollback`` and ``recompute_token_num`` never read or
+  written, and every request of the batch run (a loop over them, no block of
+  512).
 
 Each form's op computes what its model does on every state the kernel
 handles without leaving a row or wrapping, at up to 512 requests; it refuses
@@ -53,8 +60,7 @@ import numpy as np
 from .signature import FORMS
 
 # Each version's table (the pr5738 form's is the recompute form's registration).
-SIGNATURES = {"pr5738": FORMS["pr5738"]["draft_model_preprocess"],
-              "pr5245": FORMS["pr5245"]["draft_model_preprocess"]}
+SIGNATURES = {v: FORMS[v]["draft_model_preprocess"] for v in ("pr5245", "pr5738", "xpu")}
 # Threads of the one block the kernel is launched with, one a request.
 BLOCK_SIZE = 512
 _MATRICES = ("draft_tokens", "input_ids", "pre_ids", "accept_tokens", "base_model_draft_tokens")
@@ -119,6 +125,15 @@ def draft_model_preprocess_pr5245(state: Dict[str, np.ndarray], num_model_step: 
          kvcache_scheduler_v1, out_of_row)
 
 
+def draft_model_preprocess_xpu(state: Dict[str, np.ndarray], num_model_step: int,
+                               truncate_first_token: bool, splitwise_prefill: bool,
+                               kvcache_scheduler_v1: bool, *, out_of_row: str = "raise") -> None:
+    """Run FastDeploy c29e86fc9's XPU draft_model_preprocess (22 inputs) on
+    ``state`` in place; as :func:`draft_model_preprocess_pr5738` otherwise."""
+    _run("xpu", state, num_model_step, truncate_first_token, splitwise_prefill,
+         kvcache_scheduler_v1, out_of_row)
+
+
 def _run(version, state, num_model_step, truncate_first_token, splitwise_prefill,
          kvcache_scheduler_v1, out_of_row) -> None:
     sig = SIGNATURES[version]
@@ -135,7 +150,9 @@ def _run(version, state, num_model_step, truncate_first_token, splitwise_prefill
     if not -(2**31) <= int(num_model_step) < 2**31:
         raise ValueError(f"num_model_step {num_model_step} is not a 32-bit int attribute")
     bsz = state["seq_lens_this_time"].shape[0]
-    rows = min(bsz, BLOCK_SIZE)  # threads past the batch do nothing; requests past 512 have none
+    # Threads past the batch do nothing; requests past 512 have none (the XPU
+    # op loops over every request).
+    rows = bsz if version == "xpu" else min(bsz, BLOCK_SIZE)
     for name in INPUT_NAMES:
         if name != "not_need_stop" and state[name].shape[0] < rows:
             raise ValueError(f"draft_model_preprocess: {name} has {state[name].shape[0]} rows, "
@@ -222,7 +239,7 @@ def _normal_request(i, v, m, k, truncate, v1, version) -> int:
         v["stop_flags"][i] = False
         v["seq_lens_decoder"][i] = wrap32(int(v["base_model_seq_lens_decoder"][i]) - base_n)
         v["step_idx"][i] = wrap64(base_step - base_n)
-    elif version == "pr5245":  # roll back k - 1, in int (ba915e03e lines 226-230)
+    elif version in ("pr5245", "xpu"):  # roll back k - 1, in int (ba915e03e lines 226-230)
         back = wrap32(k - 1)
         v["seq_lens_decoder"][i] = wrap32(int(v["seq_lens_decoder"][i]) - back)
         v["step_idx"][i] = wrap64(int(v["step_idx"][i]) - back)

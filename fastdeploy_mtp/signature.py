@@ -17,7 +17,8 @@ under their own names in the one library: ``rollback`` (our own 21-tensor op
 that carries ``mask_rollback``; the default), ``recompute`` and ``pr5738`` (22
 tensors: ``recompute_token_num`` after ``mask_rollback``), ``pr5245`` (20
 tensors, no ``mask_rollback``), ``pr6403`` (``pr5738``'s preprocess, another
-``decode_states`` rule) and ``shadow`` (17 tensors: the draft's state derived
+``decode_states`` rule), ``xpu`` (FastDeploy's XPU op: the 22-tensor
+registration with ``pr5245``'s rules) and ``shadow`` (17 tensors: the draft's state derived
 from the base model, which it calls the target model, every step; its
 ``update_attn_mask_offsets`` has 8 tensors and no cursor).
 """
@@ -310,6 +311,25 @@ DRAFT_MODEL_PREPROCESS_PR5245 = replace(
         "told of either.",
 )
 
+# FastDeploy's XPU op at develop (c29e86fc9,
+# custom_ops/xpu_ops/src/ops/mtp/draft_model_preprocess.cc lines 107-159): the
+# 22-tensor registration, with PR #5245's rules
+# (custom_ops/xpu_ops/src/plugin/src/wrapper/mtp_wrapper/draft_model_preprocess.cpp
+# lines 166-177): its kernel never reads or writes mask_rollback or
+# recompute_token_num.
+DRAFT_MODEL_PREPROCESS_XPU = replace(
+    DRAFT_MODEL_PREPROCESS_RECOMPUTE,
+    inputs=tuple(
+        replace(t, access=U, view=View(), doc="[N] passed, never read or written")
+        if t.name in ("mask_rollback", "recompute_token_num") else t
+        for t in DRAFT_MODEL_PREPROCESS_RECOMPUTE.inputs),
+    undeclared=("is_block_step", "base_model_draft_tokens"),
+    doc="Prepare the draft model's state at the start of an engine step, in place, as "
+        "FastDeploy's XPU op at develop does (c29e86fc9): the 22-tensor registration with "
+        "PR #5245's rules; mask_rollback and recompute_token_num are passed and never read or "
+        "written.",
+)
+
 # FastDeploy's shadow form (develop): the draft's lengths and step are derived
 # from the base model's -- the target model's, in its names -- every step, so
 # nothing is rolled back and there is no mask_rollback, is_block_step or
@@ -449,6 +469,7 @@ FORMS: Dict[str, Dict[str, OpSignature]] = {
         ("pr5245", DRAFT_MODEL_PREPROCESS_PR5245, UPDATE_ATTN_MASK_OFFSETS),
         ("pr5738", DRAFT_MODEL_PREPROCESS_PR5738, UPDATE_ATTN_MASK_OFFSETS),
         ("pr6403", DRAFT_MODEL_PREPROCESS_PR5738, UPDATE_ATTN_MASK_OFFSETS_PR6403),
+        ("xpu", DRAFT_MODEL_PREPROCESS_XPU, UPDATE_ATTN_MASK_OFFSETS),
         ("shadow", DRAFT_MODEL_PREPROCESS_SHADOW, UPDATE_ATTN_MASK_OFFSETS_SHADOW))
 }
 
@@ -457,7 +478,7 @@ FORMS: Dict[str, Dict[str, OpSignature]] = {
 # before it (its kernel is instantiated once, under that form). A form not
 # named runs its own rules (for a mask op: the rules of the first form with
 # its registration, table_owner).
-PREPROCESS_RULES_OF = {"pr6403": "pr5738"}
+PREPROCESS_RULES_OF = {"pr6403": "pr5738", "xpu": "pr5245"}
 MASK_RULES_OF = {"pr6403": "pr6403"}
 
 # The default form's ops.

@@ -187,8 +187,14 @@ Outcome run_preprocess(const std::vector<Arg>& args, const mtp::PreprocessAttrs&
                        mtp::Form form) {
   Run r(args, at_end);
   const bool shadow = r.has("max_dec_len"), recompute = r.has("recompute_token_num");
-  // The pr5245 form has no mask_rollback, and reads base_model_seq_lens_this_time.
-  const bool rollback = r.has("mask_rollback");
+  // The pr5245 form has no mask_rollback, and reads base_model_seq_lens_this_time;
+  // the xpu form passes mask_rollback and recompute_token_num and never reads them.
+  const bool xpu = form == mtp::Form::kXpu;
+  const bool rollback = r.has("mask_rollback") && !xpu;
+  if (xpu) {
+    r.unread("mask_rollback");
+    r.unread("recompute_token_num");
+  }
   // The shadow form names the base model the target model.
   auto base = [&](const char* name) {
     return std::string(shadow ? "target_model_" : "base_model_") + name;
@@ -226,7 +232,7 @@ Outcome run_preprocess(const std::vector<Arg>& args, const mtp::PreprocessAttrs&
   t.base_is_block_step = shadow ? nullptr : r.ptr<bool>("base_model_is_block_step");
   t.base_draft_tokens = r.ptr<int64_t>(base("draft_tokens").c_str());
   t.base_draft_cols = r.cols(base("draft_tokens").c_str());
-  t.recompute_token_num = recompute ? r.ptr<int32_t>("recompute_token_num") : nullptr;
+  t.recompute_token_num = recompute && !xpu ? r.ptr<int32_t>("recompute_token_num") : nullptr;
   t.max_dec_len = shadow ? r.ptr<int64_t>("max_dec_len") : nullptr;
   r.all_used();
   Outcome o;

@@ -168,6 +168,14 @@ MUTATIONS = [
     Mutation("pr6403 reference keeps 9018ccf74's decode_states rule", REF,
              "                                 every_decode or attn_mask_offsets_decoder is None)",
              "                                 attn_mask_offsets_decoder is None)"),
+    Mutation("xpu's mask_rollback taken as written (an alias its op takes refused)", BIND,
+             'c.vector(mask_rollback, "mask_rollback", paddle::DataType::INT32, bsz, '
+             'Access::kUnread);',
+             'c.vector(mask_rollback, "mask_rollback", paddle::DataType::INT32, bsz, '
+             'Access::kWritten);'),
+    Mutation("FastDeploy model's XPU op stops at 512 requests", REF_FD,
+             '    rows = bsz if version == "xpu" else min(bsz, BLOCK_SIZE)',
+             '    rows = min(bsz, BLOCK_SIZE)'),
     Mutation("FastDeploy model's pr5245 rolls back k", REF_FD,
              "        back = wrap32(k - 1)", "        back = wrap32(k)"),
     # -- the model of FastDeploy 9018ccf74's kernel the pr5738 form is held to -------
@@ -691,7 +699,8 @@ CPU_TESTS = ["tests/test_guarded.py", "tests/test_launch_plan.py", "tests/test_h
              "tests/test_signature.py", "tests/test_loader.py",
              "tests/test_huge_requests.py", "tests/test_forms.py", "tests/test_form_recompute.py",
              "tests/test_form_pr5245.py", "tests/test_form_pr5738.py",
-             "tests/test_form_pr6403.py", "tests/test_reference_fastdeploy.py",
+             "tests/test_form_pr6403.py", "tests/test_form_xpu.py",
+             "tests/test_reference_fastdeploy.py",
              "tests/test_form_shadow.py", "tests/test_fastdeploy_dropin.py",
              "tests/test_sim_fastdeploy.py", "tests/test_cli.py", "tests/test_plugin.py",
              "tests/test_verdict.py", "tests/test_build_lock.py", "tests/test_docs.py"]

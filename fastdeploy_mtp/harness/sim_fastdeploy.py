@@ -34,6 +34,17 @@ keeps what the ops left in it until the next insert.
   starts at ``k - 1`` in every slot (mtp.py:498-500 at 9018ccf74).
 - ``--form rollback`` (our 21-tensor op): the recompute form's runner without
   ``recompute_token_num``.
+- ``--form pr5245`` (FastDeploy ba915e03e's 20-tensor op): ba915e03e's
+  runner, the rollback form's without ``mask_rollback`` in its preprocess call
+  (its insert is mtp.py:468-547 there, the decode node's ``mask_rollback = 1``
+  at :523; its calls :685-709 and :797-808).
+- ``--form pr6403``: the pr5738 form's runner (2178f2829 changed the mask op
+  only).
+- ``--form xpu`` (FastDeploy's XPU op at c29e86fc9): that commit's runner on
+  its XPU path: the insert keeps the cursor (mtp.py:516-521), a decode node's
+  ``seq_lens_this_time`` is ``length + 1`` (:528), and the preprocess is
+  called with 22 tensors, ``batch_drop`` and ``is_block_step`` swapped as
+  above (:764-790).
 - ``--form shadow`` (the 17-tensor op and the 8-tensor
   ``update_attn_mask_offsets`` of 7a6c28781 and c29e86fc9): the same insert,
   but its GPU runner writes no cursor (c29e86fc9:518, XPU only), a decode
@@ -127,6 +138,12 @@ def mask_offsets_through_first_token(r: Request) -> np.ndarray:
     return np.append(prompt, np.int32(n))
 
 
+# The forms replayed with FastDeploy c29e86fc9's runner: the shadow form (its
+# GPU path) and the xpu form (its XPU path, which keeps the cursor,
+# mtp.py:516-521, and calls the 22-tensor op, :764-790).
+RUNNER_C29E86FC9 = ("shadow", "xpu")
+
+
 def insert(proposer, requests: Iterable[Request], recompute=None, form: str = "rollback") -> None:
     """FastDeploy's insert_tasks_v1 of `form`'s version, written into the
     proposer's buffers (and, in the recompute form, into `recompute`: its
@@ -158,7 +175,7 @@ def insert(proposer, requests: Iterable[Request], recompute=None, form: str = "r
             a["attn_mask_offsets_decoder"][i] = int(offsets[end - 1]) + 1
         if decode:
             a["seq_lens_encoder"][i] = 0
-            if form == "shadow":  # and its base model verifies the first token and the draft
+            if form in RUNNER_C29E86FC9:  # its base model verifies the first token and the draft
                 a["seq_lens_this_time"][i] = length + 1
             # Written in every version; the shadow form's ops never read it.
             a["mask_rollback"][i] = 1
