@@ -17,6 +17,45 @@
 
 namespace mtp {
 
+#ifdef PADDLE_WITH_CUDA
+// What every GPU call needs, in this order: the tensors' device made current
+// for the call, their stream, the device's record of pending errors and the
+// stream's grid scratch; and its two ways of launching.
+class GpuCall {
+ public:
+  GpuCall(const ArgChecker& c, cudaStream_t stream)
+      : op_(c.op()),
+        place_(c.place()),
+        on_device_(c.place().GetDeviceId(), op_),
+        stream_(stream),
+        pending_(pending_record(place_, stream_, op_)),
+        grid_(grid_scratch(place_, stream_, op_)) {}
+
+  // launch(Reporting, GridScratch, cudaStream_t) -> cudaError_t, with no
+  // report: returns at once, and a failure waits on the device.
+  template <typename Launch>
+  void launch_async(Launch launch) const {
+    cuda_check(launch(Reporting{pending_, nullptr}, grid_, stream_), op_, "kernel launch");
+  }
+  // The same, then waits for the kernel's report (a success or the failure).
+  template <typename Launch>
+  BatchResult launch_reported(Launch launch) const {
+    const Report report = thread_report(place_, stream_, op_);
+    cuda_check(launch(Reporting{pending_, arm_report(report)}, grid_, stream_), op_,
+               "kernel launch");
+    return read_report(report, stream_, op_);
+  }
+
+ private:
+  const char* op_;
+  paddle::Place place_;
+  DeviceScope on_device_;
+  cudaStream_t stream_;
+  BatchResult* pending_;
+  GridScratch grid_;
+};
+#endif
+
 // draft_model_preprocess: runs the checked views on the CPU or the GPU and
 // sets not_need_stop (on the device, asynchronously, where it lives there).
 template <Form F>
@@ -28,22 +67,17 @@ void run_draft_model_preprocess(const ArgChecker& c,
     r = preprocess_batch<F>(v.t, v.attrs, v.bsz);
   } else {
 #ifdef PADDLE_WITH_CUDA
-    const DeviceScope on_device(c.place().GetDeviceId(), op);
-    cudaStream_t stream = v.device_tensor->stream();
-    BatchResult* pending = pending_record(c.place(), stream, op);
-    const GridScratch grid = grid_scratch(c.place(), stream, op);
-    if (!v.flag->is_cpu()) {
-      // Asynchronous: no copy, no wait; a failure waits on the device.
-      cuda_check(launch_preprocess<F>(v.t, v.attrs, v.bsz, v.flag->data<bool>(),
-                                      {pending, nullptr}, grid, stream),
-                 op, "kernel launch");
+    const GpuCall gpu(c, v.device_tensor->stream());
+    // With not_need_stop on the device: no copy, no wait.
+    bool* flag = v.flag->is_cpu() ? nullptr : v.flag->data<bool>();
+    const auto launch = [&](Reporting reporting, GridScratch grid, cudaStream_t stream) {
+      return launch_preprocess<F>(v.t, v.attrs, v.bsz, flag, reporting, grid, stream);
+    };
+    if (flag != nullptr) {
+      gpu.launch_async(launch);
       return;
     }
-    const Report report = thread_report(c.place(), stream, op);
-    cuda_check(launch_preprocess<F>(v.t, v.attrs, v.bsz, nullptr, {pending, arm_report(report)},
-                                    grid, stream),
-               op, "kernel launch");
-    r = read_report(report, stream, op);
+    r = gpu.launch_reported(launch);
 #else
     raise(op, ": this build has no CUDA support; tensors are on ", place_name(c.place()));
 #endif
@@ -65,20 +99,16 @@ std::vector<paddle::Tensor> run_update_attn_mask_offsets(const ArgChecker& c,
     raise_if_failed(op, mask_batch<F>(v.t, v.bsz));
   } else {
 #ifdef PADDLE_WITH_CUDA
-    const DeviceScope on_device(c.place().GetDeviceId(), op);
-    cudaStream_t stream = v.device_tensor->stream();
-    BatchResult* pending = pending_record(c.place(), stream, op);
-    const GridScratch grid = grid_scratch(c.place(), stream, op);
+    const GpuCall gpu(c, v.device_tensor->stream());
+    const auto launch = [&](Reporting reporting, GridScratch grid, cudaStream_t stream) {
+      return launch_mask<F>(v.t, v.bsz, reporting, grid, stream);
+    };
     // Asynchronous while a CUDA graph is captured (a sync is illegal then) or
     // when the runner asks for it; errors then wait on the device.
-    if (asynchronous_mask_call(stream, op)) {
-      cuda_check(launch_mask<F>(v.t, v.bsz, {pending, nullptr}, grid, stream), op,
-                 "kernel launch");
+    if (asynchronous_mask_call(v.device_tensor->stream(), op)) {
+      gpu.launch_async(launch);
     } else {
-      const Report report = thread_report(c.place(), stream, op);
-      cuda_check(launch_mask<F>(v.t, v.bsz, {pending, arm_report(report)}, grid, stream), op,
-                 "kernel launch");
-      raise_if_failed(op, read_report(report, stream, op));
+      raise_if_failed(op, gpu.launch_reported(launch));
     }
 #else
     raise(op, ": this build has no CUDA support; tensors are on ", place_name(c.place()));

@@ -53,7 +53,8 @@ def _signature(args) -> int:
 
     differ = 0
     for name, render in GENERATED_HEADERS.items():
-        path = SOURCE_DIR / Path(name).name  # the checkout's custom_ops/ or the installed copy
+        # The checkout's custom_ops/ or the installed copy.
+        path = SOURCE_DIR / Path(name).relative_to("custom_ops")
         text = render()
         if args.write:
             path.write_text(text)

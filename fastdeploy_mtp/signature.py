@@ -842,8 +842,54 @@ def render_registrations() -> str:
     return "\n".join(lines)
 
 
+# The threads of the one block FastDeploy launches each form's
+# draft_model_preprocess with: 512 (draft_model_preprocess.cu line 298 at
+# 9018ccf74, the DISPATCH_BLOCKSIZE of ba915e03e), the shadow form's 1024
+# (kBlockSize, line 164 at 7a6c28781). The benchmark's FastDeploy-shaped baselines
+# launch so.
+FASTDEPLOY_THREADS = {"shadow": 1024}
+
+
+def render_bench_baselines() -> str:
+    """custom_ops/bench/bench_baselines.cc: each form's FastDeploy-shaped
+    baselines (bench_baseline.h), registered as bench_baseline_<op>_<form>
+    with the form's own signature."""
+    lines = _GENERATED + [
+        "// Each form's FastDeploy-shaped baselines (bench_baseline.h): its rules, nothing",
+        "// checked, launched as FastDeploy launches its kernel; registered as",
+        "// bench_baseline_preprocess_<form> and bench_baseline_mask_<form> with the",
+        "// form's own signature.",
+        '#include "bench_baseline.h"',
+        "",
+    ]
+    for form, ops in FORMS.items():
+        for sig in (s for s in ops.values() if s.views):
+            p = macro_prefix(form, sig)
+            kind = "mask" if sig.fresh_outputs else "preprocess"
+            name = f"bench_baseline_{kind}_{form}"
+            fn = "".join(w.capitalize() for w in name.split("_"))
+            views = f"mtp::{form}::{sig.name}_views({p}_ARGS)"
+            if sig.fresh_outputs:
+                head = f"std::vector<paddle::Tensor> {fn}({p}_PARAMS) {{"
+                run = (f"  return mtp_bench::run_baseline_mask<mtp::{cpp_form(mask_form(form))}>(\n"
+                       f"      {views});")
+            else:
+                head = f"void {fn}({p}_PARAMS) {{"
+                run = (f"  mtp_bench::run_baseline_preprocess<mtp::"
+                       f"{cpp_form(preprocess_form(form))}>(\n      {views},\n"
+                       f"      {FASTDEPLOY_THREADS.get(form, 512)});")
+            lines += [head, run, "}", f"PD_BUILD_OP({name})", f"    .Inputs({{{p}_INPUTS}})",
+                      f"    .Outputs({{{p}_OUTPUTS}})"]
+            if sig.attrs:
+                lines.append(f"    .Attrs({{{p}_ATTRS}})")
+            lines += [f"    .SetInplaceMap({{{p}_INPLACE}})", f"    .SetKernelFn(PD_KERNEL({fn}));",
+                      ""]
+    return "\n".join(lines)
+
+
 # Each generated header (its path in a checkout) and its renderer.
 GENERATED_HEADERS: Dict[str, Callable[[], str]] = {
+    "custom_ops/bench/bench_baselines.cc": render_bench_baselines,
     "custom_ops/forms.h": render_forms_header,
     "custom_ops/op_signatures.h": render_cpp_header,
     "custom_ops/op_bindings.h": render_bindings_header,

@@ -1,12 +1,8 @@
-// Benchmark-only ops (GPU builds): the floor, the empty launch, a
-// FastDeploy-shaped baseline of draft_model_preprocess, a captured step's
-// launches agreeing only, and a late writer for the GPU tests.
-#include "../gpu_record.h"
-#include "../mask_output.h"
-#include "../raise.h"
-#include "../op_bindings.h"
+// Benchmark-only ops (GPU builds): the floor, the empty launch, a captured
+// step's launches agreeing only, and a late writer for the GPU tests. Each
+// form's FastDeploy-shaped baselines are in bench_baselines.cc.
 #include "agreement_floor.h"
-#include "bench_kernels.h"
+#include "bench_baseline.h"
 
 namespace {
 
@@ -32,68 +28,7 @@ void BenchEmpty(paddle::Tensor& x) {
   mtp::cuda_check(mtp_bench::launch_empty(x.stream()), "bench_empty", "launch");
 }
 
-namespace {
-
-using PreprocessViews = mtp::OpViews<mtp::PreprocessTensors, mtp::PreprocessAttrs>;
-
-// FastDeploy's launch of the checked-nothing kernel: the flag stays on the
-// device in a captured step, else goes there and back as Paddle copies.
-template <mtp::Form F>
-void run_baseline_preprocess(const PreprocessViews& v, int threads = 512) {
-  const paddle::Tensor& on_device = *v.device_tensor;
-  if (!v.flag->is_cpu()) {  // a captured step's form: the flag stays on the device
-    mtp::cuda_check(mtp_bench::launch_baseline_preprocess<F>(v.t, v.attrs, v.bsz,
-                                                          v.flag->data<bool>(),
-                                                          on_device.stream(), threads),
-                    "bench_baseline_preprocess", "launch");
-    return;
-  }
-  // As FastDeploy does: the host flag goes to the device and back as Paddle copies.
-  paddle::Tensor flag = v.flag->copy_to(on_device.place(), false);
-  mtp::cuda_check(mtp_bench::launch_baseline_preprocess<F>(v.t, v.attrs, v.bsz, flag.data<bool>(),
-                                                        on_device.stream(), threads),
-                  "bench_baseline_preprocess", "launch");
-  paddle::Tensor back = flag.copy_to(paddle::CPUPlace(), true);
-  *v.flag->data<bool>() = back.data<bool>()[0];
-}
-
-// FastDeploy's launch of the mask kernel, into a fresh output.
-template <mtp::Form F>
-std::vector<paddle::Tensor> run_baseline_mask(mtp::OpViews<mtp::MaskTensors> v,
-                                              const char* op) {
-  paddle::Tensor out = mtp::fresh_mask_output(v.t.num_tokens, v.device_tensor->place());
-  v.t.out = out.data<int32_t>();
-  mtp::cuda_check(mtp_bench::launch_baseline_mask<F>(v.t, v.bsz, v.device_tensor->stream()), op,
-                  "launch");
-  return {out};
-}
-
-}  // namespace
-
-// Each form's baseline, with that form's signature (op_bindings.h).
-void BenchBaselinePreprocess(MTP_DRAFT_MODEL_PREPROCESS_PARAMS) {
-  run_baseline_preprocess<mtp::Form::kRollback>(
-      mtp::rollback::draft_model_preprocess_views(MTP_DRAFT_MODEL_PREPROCESS_ARGS));
-}
-void BenchBaselinePreprocessRecompute(MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_PARAMS) {
-  run_baseline_preprocess<mtp::Form::kRecompute>(
-      mtp::recompute::draft_model_preprocess_views(MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_ARGS));
-}
-// The shadow form's, launched as FastDeploy launches it: one block of 1024 threads.
-void BenchBaselinePreprocessShadow(MTP_SHADOW_DRAFT_MODEL_PREPROCESS_PARAMS) {
-  run_baseline_preprocess<mtp::Form::kShadow>(
-      mtp::shadow::draft_model_preprocess_views(MTP_SHADOW_DRAFT_MODEL_PREPROCESS_ARGS), 1024);
-}
-std::vector<paddle::Tensor> BenchBaselineMask(MTP_UPDATE_ATTN_MASK_OFFSETS_PARAMS) {
-  return run_baseline_mask<mtp::Form::kRollback>(
-      mtp::rollback::update_attn_mask_offsets_views(MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS),
-      "bench_baseline_mask");
-}
-std::vector<paddle::Tensor> BenchBaselineMaskShadow(MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_PARAMS) {
-  return run_baseline_mask<mtp::Form::kShadow>(
-      mtp::shadow::update_attn_mask_offsets_views(MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_ARGS),
-      "bench_baseline_mask_shadow");
-}
+using PreprocessViews = mtp_bench::PreprocessViews;
 
 // Adds 1 to every element of the int32 tensor x, late (launch_late_bump).
 void BenchLateBump(paddle::Tensor& x) {
@@ -188,7 +123,7 @@ std::vector<paddle::Tensor> BenchAgreementMask(MTP_UPDATE_ATTN_MASK_OFFSETS_PARA
 }
 
 // The ops' own registered signatures (op_signatures.h, from signature.py),
-// shared by the baseline and the floors.
+// shared by the floors and the agreeing launches.
 #define PREPROCESS_INPUTS {MTP_DRAFT_MODEL_PREPROCESS_INPUTS}
 #define PREPROCESS_OUTPUTS {MTP_DRAFT_MODEL_PREPROCESS_OUTPUTS}
 #define PREPROCESS_INPLACE {MTP_DRAFT_MODEL_PREPROCESS_INPLACE}
@@ -197,29 +132,6 @@ std::vector<paddle::Tensor> BenchAgreementMask(MTP_UPDATE_ATTN_MASK_OFFSETS_PARA
 #define MASK_OUTPUTS {MTP_UPDATE_ATTN_MASK_OFFSETS_OUTPUTS}
 #define MASK_INPLACE {MTP_UPDATE_ATTN_MASK_OFFSETS_INPLACE}
 
-PD_BUILD_OP(bench_baseline_preprocess)
-    .Inputs(PREPROCESS_INPUTS)
-    .Outputs(PREPROCESS_OUTPUTS)
-    .Attrs(PREPROCESS_ATTRS)
-    .SetInplaceMap(PREPROCESS_INPLACE)
-    .SetKernelFn(PD_KERNEL(BenchBaselinePreprocess));
-PD_BUILD_OP(bench_baseline_preprocess_recompute)
-    .Inputs({MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_INPUTS})
-    .Outputs({MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_OUTPUTS})
-    .Attrs({MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_ATTRS})
-    .SetInplaceMap({MTP_RECOMPUTE_DRAFT_MODEL_PREPROCESS_INPLACE})
-    .SetKernelFn(PD_KERNEL(BenchBaselinePreprocessRecompute));
-PD_BUILD_OP(bench_baseline_preprocess_shadow)
-    .Inputs({MTP_SHADOW_DRAFT_MODEL_PREPROCESS_INPUTS})
-    .Outputs({MTP_SHADOW_DRAFT_MODEL_PREPROCESS_OUTPUTS})
-    .Attrs({MTP_SHADOW_DRAFT_MODEL_PREPROCESS_ATTRS})
-    .SetInplaceMap({MTP_SHADOW_DRAFT_MODEL_PREPROCESS_INPLACE})
-    .SetKernelFn(PD_KERNEL(BenchBaselinePreprocessShadow));
-PD_BUILD_OP(bench_baseline_mask_shadow)
-    .Inputs({MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_INPUTS})
-    .Outputs({MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_OUTPUTS})
-    .SetInplaceMap({MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_INPLACE})
-    .SetKernelFn(PD_KERNEL(BenchBaselineMaskShadow));
 PD_BUILD_OP(bench_floor_preprocess)
     .Inputs(PREPROCESS_INPUTS)
     .Outputs(PREPROCESS_OUTPUTS)
@@ -232,11 +144,6 @@ PD_BUILD_OP(bench_empty_preprocess)
     .Attrs(PREPROCESS_ATTRS)
     .SetInplaceMap(PREPROCESS_INPLACE)
     .SetKernelFn(PD_KERNEL(BenchEmptyPreprocess));
-PD_BUILD_OP(bench_baseline_mask)
-    .Inputs(MASK_INPUTS)
-    .Outputs(MASK_OUTPUTS)
-    .SetInplaceMap(MASK_INPLACE)
-    .SetKernelFn(PD_KERNEL(BenchBaselineMask));
 PD_BUILD_OP(bench_floor_mask)
     .Inputs(MASK_INPUTS)
     .Outputs(MASK_OUTPUTS)

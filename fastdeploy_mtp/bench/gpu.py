@@ -21,7 +21,8 @@ the same run on the same state:
   op is called: the two apart show what the wrapper costs;
 - the same for ``update_attn_mask_offsets`` (async through
   ``FASTDEPLOY_MTP_ASYNC_MASK=1``).
-The baseline's result is compared with the numpy reference at every size.
+The baseline's result is compared with our op's at every size (the tests hold
+our op to the numpy references).
 
 The captured-step tables (``graph_table``) replay one engine step from a CUDA
 graph against a graph of empty kernels, the same launches agreeing only, and
@@ -37,7 +38,7 @@ import time
 
 import numpy as np
 
-from .. import _build, ops, reference
+from .. import _build, ops
 from ..buffers import tensors
 from ..harness import states
 from ..signature import FORMS
@@ -54,7 +55,8 @@ def bench_library():
     return ops.cached_library(
         "bench-" + _build.source_hash(True, d), "fastdeploy_mtp_bench_ops",
         "the benchmark's reference library",
-        [str(d / "bench_ops.cc"), str(d / "bench_kernels.cu"), str(d / "agreement_floor.cu")],
+        [str(d / "bench_ops.cc"), str(d / "bench_baselines.cc"), str(d / "bench_kernels.cu"),
+         str(d / "agreement_floor.cu")],
         flags, _build.link_flags(True))
 
 
@@ -104,44 +106,50 @@ def _check_floor_signatures() -> None:
     from ..signature import DRAFT_MODEL_PREPROCESS, FORMS, UPDATE_ATTN_MASK_OFFSETS
 
     pairs = [(DRAFT_MODEL_PREPROCESS, n) for n in
-             ("bench_floor_preprocess", "bench_empty_preprocess", "bench_baseline_preprocess",
-              "bench_agreement_preprocess")]
-    pairs.append((FORMS["recompute"]["draft_model_preprocess"],
-                  "bench_baseline_preprocess_recompute"))
-    pairs.append((FORMS["shadow"]["draft_model_preprocess"], "bench_baseline_preprocess_shadow"))
-    pairs.append((FORMS["shadow"]["update_attn_mask_offsets"], "bench_baseline_mask_shadow"))
+             ("bench_floor_preprocess", "bench_empty_preprocess", "bench_agreement_preprocess")]
     pairs += [(UPDATE_ATTN_MASK_OFFSETS, n) for n in
-              ("bench_floor_mask", "bench_empty_mask", "bench_agreement_mask",
-               "bench_baseline_mask")]
+              ("bench_floor_mask", "bench_empty_mask", "bench_agreement_mask")]
+    for form, table in FORMS.items():
+        pairs.append((table["draft_model_preprocess"], f"bench_baseline_preprocess_{form}"))
+        pairs.append((table["update_attn_mask_offsets"], f"bench_baseline_mask_{form}"))
     problems = [f"{name}: {d}" for sig, name in pairs
                 for d in differences(sig, read_registered(name))]
     if problems:
         raise RuntimeError("benchmark ops differ from the ops' signatures:\n" + "\n".join(problems))
 
 
-# Each form's FastDeploy-shaped preprocess, the reference it must agree with,
-# its repeatable state and its attributes.
-def _form_parts(lib, form: str):
-    attrs = dict(num_model_step=K, truncate_first_token=False, splitwise_prefill=False,
-                 kvcache_scheduler_v1=True)
+def _repeatable_state(form: str, rng, bsz: int):
+    """A state of `form`'s tensors that stays valid through many calls."""
+    names = FORMS[form]["draft_model_preprocess"].input_names
     if form == "shadow":
-        return (lib.bench_baseline_preprocess_shadow, reference.draft_model_preprocess_shadow,
-                states.repeatable_shadow_state, dict(num_model_step=K, is_splitwise_prefill=False))
-    if form == "recompute":
-        return (lib.bench_baseline_preprocess_recompute,
-                reference.draft_model_preprocess_recompute, states.repeatable_recompute_state,
-                attrs)
-    return (lib.bench_baseline_preprocess, reference.draft_model_preprocess,
-            states.repeatable_preprocess_state, attrs)
+        return states.repeatable_shadow_state(rng, bsz, num_model_step=K)
+    if "recompute_token_num" in names or "mask_rollback" not in names:
+        s = states.repeatable_recompute_state(rng, bsz, num_model_step=K)
+        return {n: s[n] for n in names}
+    return states.repeatable_preprocess_state(rng, bsz, num_model_step=K)
+
+
+# Each form's FastDeploy-shaped preprocess, its repeatable state and its attributes.
+def _form_parts(lib, form: str):
+    sig = FORMS[form]["draft_model_preprocess"]
+    values = dict(num_model_step=K, truncate_first_token=False, splitwise_prefill=False,
+                  kvcache_scheduler_v1=True, is_splitwise_prefill=False)
+    return (getattr(lib, f"bench_baseline_preprocess_{form}"),
+            lambda rng, bsz, num_model_step: _repeatable_state(form, rng, bsz),
+            {a: values[a] for a in sig.attr_names})
 
 
 def _baseline_correct(lib, s, attrs, place, form: str = "rollback") -> bool:
-    shaped, ref, _, _ = _form_parts(lib, form)
-    t = tensors(s, place)
+    """Whether the FastDeploy-shaped preprocess leaves the state our op
+    leaves (it checks nothing, but on valid states it must agree; our op is
+    held to the references by the tests)."""
+    from .. import forms
+
+    shaped = _form_parts(lib, form)[0]
+    t, want = tensors(s, place), tensors(s, place)
     shaped(*t.values(), *attrs.values())
-    want = states.copy_state(s)
-    ref(**want, **attrs)
-    return all(np.array_equal(t[n].numpy(), want[n]) for n in s)
+    forms.load(form).draft_model_preprocess(**want, **attrs)
+    return all(np.array_equal(t[n].numpy(), want[n].numpy()) for n in s)
 
 
 def run(bsz_list, calls: int, rounds: int = 7, print_fn=print) -> None:
@@ -175,7 +183,8 @@ def run(bsz_list, calls: int, rounds: int = 7, print_fn=print) -> None:
             "ours": (lambda: typed.draft_model_preprocess(**ours, **attrs), None),
             "floor": (lambda: lib.bench_floor_preprocess(*base.values(), *attrs.values()), None),
             "floor1": (lambda: lib.bench_floor(probe), None),
-            "baseline": (lambda: lib.bench_baseline_preprocess(*base.values(), *attrs.values()), None),
+            "baseline": (lambda: lib.bench_baseline_preprocess_rollback(*base.values(),
+                                                                         *attrs.values()), None),
             "async": (lambda: typed.draft_model_preprocess(**asyn, **attrs), sync),
             "raw": (lambda: raw.draft_model_preprocess(*asyn.values(), *attrs.values()), sync),
             "empty": (lambda: lib.bench_empty_preprocess(*base.values(), *attrs.values()), sync),
@@ -241,17 +250,16 @@ def _replay_us(graph, steps_in_graph: int, replays: int) -> float:
 
 
 def _baseline_mask_correct(lib, m, place, form: str = "rollback") -> bool:
-    """Whether the FastDeploy-shaped mask call gives the reference's output
-    and state (it checks nothing, but on valid states it must agree)."""
-    shadow = form == "shadow"
-    t = tensors(m, place)
-    out = (lib.bench_baseline_mask_shadow if shadow else lib.bench_baseline_mask)(*t.values())
+    """Whether the FastDeploy-shaped mask call gives our op's output and
+    state (it checks nothing, but on valid states it must agree)."""
+    from .. import forms
+
+    t, want = tensors(m, place), tensors(m, place)
+    out = getattr(lib, f"bench_baseline_mask_{form}")(*t.values())
     out = out[0] if isinstance(out, (list, tuple)) else out
-    want = states.copy_state(m)
-    want_out = (reference.update_attn_mask_offsets_shadow if shadow
-                else reference.update_attn_mask_offsets)(**want)
-    return (np.array_equal(out.numpy(), want_out)
-            and all(np.array_equal(t[n].numpy(), want[n]) for n in m))
+    want_out = forms.load(form).update_attn_mask_offsets(**want)
+    return (np.array_equal(out.numpy(), want_out.numpy())
+            and all(np.array_equal(t[n].numpy(), want[n].numpy()) for n in m))
 
 
 def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50, rounds: int = 5,
@@ -274,8 +282,8 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
     place = paddle.CUDAPlace(0)
     lib = bench_library()
     _check_floor_signatures()
-    shaped_preprocess, _, repeatable, attrs = _form_parts(lib, form)
-    floor_attrs = _form_parts(lib, "rollback")[3]
+    shaped_preprocess, repeatable, attrs = _form_parts(lib, form)
+    floor_attrs = _form_parts(lib, "rollback")[2]
     rng = np.random.default_rng(1)
     probe = paddle.to_tensor(np.zeros(8, np.int32), place=place)
     print_fn("")
@@ -289,7 +297,7 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
 
     form_ops = forms.load(form)
     mask_names = FORMS[form]["update_attn_mask_offsets"].input_names
-    shaped_mask_op = lib.bench_baseline_mask_shadow if form == "shadow" else lib.bench_baseline_mask
+    shaped_mask_op = getattr(lib, f"bench_baseline_mask_{form}")
     print_fn(f"captured step (CUDA graph replay): draft_model_preprocess + {MASK_CALLS} x "
              f"update_attn_mask_offsets, {prompts}, per step (us); {steps_in_graph} steps a "
              f"graph, medians of {rounds} rounds of {replays} replays")
@@ -310,14 +318,10 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
             form_ops.update_attn_mask_offsets(**mask)
         ops.raise_pending_errors(probe)
         # The agreeing launches take the rollback form's tensors (they only
-        # agree, and read nothing but the batch's sizes): the form's own but
-        # recompute_token_num, or for the shadow form a rollback state of as
-        # many requests; and the mask state with its cursor.
-        if form == "shadow":
-            floor_pre = tensors(states.repeatable_preprocess_state(rng, bsz, num_model_step=K),
-                                place, True)
-        else:
-            floor_pre = {n: t for n, t in pre.items() if n != "recompute_token_num"}
+        # agree, and read nothing but the batch's sizes): a rollback state of
+        # as many requests, and the mask state with its cursor.
+        floor_pre = tensors(states.repeatable_preprocess_state(rng, bsz, num_model_step=K),
+                            place, True)
         floor_mask = tensors(m_all, place)
         agreeing = lambda: (lib.bench_agreement_preprocess(*floor_pre.values(),  # noqa: E731
                                                            *floor_attrs.values()),
