@@ -191,8 +191,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                               "table: one request, FastDeploy's runner's op calls on it, each "
                               "tensor before and after, the quantity that drifts and the "
                               "FastDeploy rule that causes it",
-                 " Exits 1 after 'FAILED: ...' when it shows a drift, 0 after 'OK: ...' for a "
-                 "row that is exact.")
+                 ". It exits 1 after 'FAILED: ...' when it shows a drift, 0 after 'OK: ...' for "
+                 "a row that is exact.")
     add_reproduce_arguments(rp)
     b = command("bench", "per-call time of each op next to the numpy reference (on the CPU also "
                          "the proposer's batched insert)")
