@@ -111,6 +111,12 @@ def _verdict(args) -> int:
     return verdict_main(args)
 
 
+def _reproduce(args) -> int:
+    from .harness.reproduce import main as reproduce_main
+
+    return reproduce_main(args)
+
+
 def _simulate(args) -> int:
     from .harness.simulate_cli import main as simulate_main
 
@@ -180,6 +186,15 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                  " (60 steps, batch 8, seed 0, image prob 0.5 each; about 4 s a row on 2 "
                  "cores).")
     add_verdict_arguments(vd)
+    from .harness.reproduce import add_arguments as add_reproduce_arguments
+
+    rp = command("reproduce", "the smallest state that shows a drifting row of the verdict "
+                              "table: one request, FastDeploy's runner's op calls on it, each "
+                              "tensor before and after, the quantity that drifts and the "
+                              "FastDeploy rule that causes it",
+                 ". It exits 1 after 'FAILED: ...' when it shows a drift, 0 after 'OK: ...' for "
+                 "a row that is exact.")
+    add_reproduce_arguments(rp)
     b = command("bench", "per-call time of each op next to the numpy reference (on the CPU also "
                          "the proposer's batched insert)")
     b.add_argument("--device", choices=["cpu", "gpu"], default=None,
@@ -212,7 +227,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
 
 COMMANDS = {"check": _check, "signature": _signature, "bench": _bench, "bench-gpu": _bench_gpu,
-            "bench-sim": _bench_sim, "simulate": _simulate, "verdict": _verdict}
+            "bench-sim": _bench_sim, "simulate": _simulate, "verdict": _verdict,
+            "reproduce": _reproduce}
 
 
 def _form_problem():

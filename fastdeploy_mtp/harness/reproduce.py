@@ -1,0 +1,574 @@
+"""The smallest state that shows a drifting row of the verdict table:
+``python -m fastdeploy_mtp reproduce FORM [--role mixed|pd] [-k K]``.
+
+One request in one slot, and the op calls FastDeploy's runner makes on it
+(``sim_fastdeploy``): where the drift starts at an insert, the insert's
+values (``sim_fastdeploy.insert``); then ``draft_model_preprocess``, the
+form's raw registered op called positionally with the runner's buffers in the
+order its proposer passes them (``sim_fastdeploy.preprocess_call``, its
+``batch_drop``/``is_block_step`` swap included); then the form's raw
+``update_attn_mask_offsets`` on the substep's tokens. Every tensor is printed
+before and after each call, so what is shown is what the op computes, on the
+CPU.
+
+The quantity that drifts is read from the runner's buffers after each call:
+
+- the invariant ``attn_mask_offsets_decoder - mask_rollback -
+  seq_lens_decoder`` (docs/contract.md, "In every branch": a form without
+  drift keeps it through every call; 0 puts a decode's mask ends at its KV
+  positions);
+- the mask op's end for each token against the true end of its KV position
+  (``draft_check.true_ends``): the drift of the ``pr5245`` form, whose
+  preprocess has no ``mask_rollback``;
+- after the preprocess, the alignment ``seq_lens_decoder -
+  (base_model_seq_lens_decoder - accept_num)`` (docs/contract.md, "The
+  invariant"): the drift of the ``rollback`` form on a decode node, whose mask
+  follows its KV positions while those fall behind the base model's.
+
+Then the one FastDeploy rule that causes it, with its file and lines at its
+commit. A row of the verdict table that is exact (every form at k = 1, the
+``rollback`` form on a mixed node, the ``shadow`` form) has nothing to
+reproduce: the command says why and exits 0 after ``OK: ...``; a drift shown
+exits 1 after ``FAILED: ...``, as ``simulate`` does for a failed check.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from ..buffers import SLOT_FIELDS, draft_buffers, make_base_buffers, read, write
+from ..proposer import ProposerConfig
+from ..signature import FORMS
+from ..slots import Request
+from . import sim_fastdeploy
+from .draft_check import true_ends
+from .sim_models import EOS
+from .verdict import KS, ROLES
+
+# The one request: a text prompt (every position attends causally), the base
+# model's first token, the prefill node's draft token (a decode node), the
+# tokens the draft samples and the base model accepts.
+PROMPT = (11, 12, 13, 14)
+MASK_OFFSETS = tuple(range(len(PROMPT)))
+FIRST_TOKEN = 15
+PREFILL_NODE_DRAFT = 21
+ACCEPTED = (31, 32)  # the base model's token at its first and second verification
+MAX_MODEL_LEN = 12
+# A decode node rolls back up to k - 1 positions of the prompt: each k of the
+# verdict table leaves at least one, or the mask op would skip the request.
+assert len(PROMPT) > max(KS) - 1
+
+INVARIANT = "attn_mask_offsets_decoder - mask_rollback - seq_lens_decoder"
+ALIGNMENT = "seq_lens_decoder - (base_model_seq_lens_decoder - accept_num)"
+MASK_END = "the mask end of the first token fed against the true end of its KV position"
+PREPROCESS_FILE = "custom_ops/gpu_ops/speculate_decoding/draft_model/draft_model_preprocess.cu"
+MTP_PY = "fastdeploy/spec_decode/mtp.py"
+
+
+@dataclass(frozen=True)
+class RunnerCode:
+    """Where FastDeploy's proposer of one commit makes the calls replayed
+    (lines of fastdeploy/spec_decode/mtp.py there)."""
+
+    commit: str
+    preprocess: str  # the positional draft_model_preprocess call
+    swap: str        # its batch_drop and is_block_step arguments
+    mask: str        # the update_attn_mask_offsets call
+    insert: str      # insert_tasks_v1's lines a decode node's insert runs through
+    note: str = ""
+
+
+RUNNER_9018CCF74 = RunnerCode("9018ccf74", "757-785", "766-767", "871-882", "552-574")
+RUNNERS = {
+    # Our 21-tensor op has no FastDeploy runner; the replay drives it with
+    # 9018ccf74's, less recompute_token_num (line 770).
+    "rollback": RunnerCode("9018ccf74", "757-785", "766-767", "871-882", "552-574",
+                           note=", less recompute_token_num (line 770), which the rollback "
+                                "form does not take"),
+    "recompute": RUNNER_9018CCF74,
+    "pr5738": RUNNER_9018CCF74,
+    "pr5245": RunnerCode("ba915e03e", "685-709", "694-695", "797-808", "503-523"),
+    "pr6403": RunnerCode("2178f2829", "698-725", "707-708", "828-841", ""),
+}
+
+
+@dataclass(frozen=True)
+class Cause:
+    """The FastDeploy rule a drift comes from: its commit, file, lines and, in
+    our words, what it does."""
+
+    commit: str
+    path: str
+    lines: str
+    rule: str
+
+    def line(self) -> str:
+        where = f"FastDeploy {self.commit}, {self.path}"
+        return f"cause: {where}{' lines ' + self.lines if self.lines else ''}: {self.rule}"
+
+
+ROLLBACK_ON_A_DECODE_NODE = Cause(
+    "9018ccf74", MTP_PY, "552-574",
+    "a decode node's insert hands the draft seq_lens_decoder = the prompt length (552) and "
+    "step_idx = 1 (554-556), and sets recompute_token_num = 0 (571) so that FastDeploy's own "
+    "op rolls nothing back at the first decode; the rollback form rolls back num_model_step "
+    "- 1 at every decode (docs/contract.md, draft_model_preprocess, step 3), so the draft "
+    "falls k - 1 positions behind the base model and feeds the accepted tokens there (its "
+    "mask follows its KV positions: the ends are wrong only where such a position lies in "
+    "an image span)")
+RECOMPUTE_RESYNC = Cause(
+    "0956b09a", PREPROCESS_FILE, "",
+    "a draft that stopped while the base model went on re-syncs seq_lens_decoder = "
+    "base_model_seq_lens_decoder - accept_num, but adds r = min(recompute_token_num, "
+    "max(base_model_seq_lens_this_time - 2, 0)) to mask_rollback, not the change of "
+    "seq_lens_decoder. That commit is on none of FastDeploy's branches and is not in the "
+    "history mirrored here, so no line numbers: the rule as this project restates it is "
+    "custom_ops/mtp_bookkeeping.h (plan_preprocess) and docs/contract.md (\"FastDeploy's "
+    "recompute form\")")
+PR5738_RESYNC = Cause(
+    "9018ccf74", PREPROCESS_FILE, "225-231",
+    "a draft that stopped while the base model went on re-syncs seq_lens_decoder = "
+    "base_model_seq_lens_decoder - base_model_seq_lens_this_time (step_idx likewise) and "
+    "leaves mask_rollback as it was: the mask cursor does not move with the KV positions, "
+    "and those are the base model's verified tokens', not the accepted ones' the draft "
+    "feeds again")
+PR6403_RESYNC = Cause(
+    "9018ccf74", PREPROCESS_FILE, "225-231",
+    PR5738_RESYNC.rule + ". 2178f2829 left that file as 9018ccf74 has it; its change is the "
+    "mask op's decode_states rule (update_attn_mask_offsets.cu lines 68-75 there), which no "
+    "decode's mask offset reads")
+PR5245_ROLLBACK = Cause(
+    "ba915e03e", PREPROCESS_FILE, "226-230",
+    "a running decode rolls seq_lens_decoder and step_idx back by num_model_step - 1, and "
+    "the kernel (20 tensors) has no mask_rollback to tell the mask op: the cursor stays "
+    "k - 1 positions ahead of the KV positions")
+PR5245_ON_A_DECODE_NODE = Cause(
+    PR5245_ROLLBACK.commit, PR5245_ROLLBACK.path, PR5245_ROLLBACK.lines,
+    PR5245_ROLLBACK.rule + "; on a decode node the insert's mask_rollback = 1 (" + MTP_PY
+    + " line 523 there) is all the cursor gives back, and the first decode rolls back k - 1 "
+    "positions its draft never wrote")
+
+
+@dataclass(frozen=True)
+class Case:
+    """How a drifting row is reproduced: the state (``scenario``), the
+    quantity that drifts and its cause."""
+
+    scenario: str  # "running", "resync" or "insert" (_SCENARIOS)
+    quantity: str  # INVARIANT, MASK_END or ALIGNMENT
+    cause: Cause
+
+
+def _both(case: Case) -> Dict[str, Case]:
+    return {role: case for role in ROLES}
+
+
+# Each form's case in each role, for k >= 2; None: that row is exact (EXACT says why).
+CASES: Dict[str, Dict[str, Optional[Case]]] = {
+    "rollback": {"mixed": None, "pd": Case("insert", ALIGNMENT, ROLLBACK_ON_A_DECODE_NODE)},
+    "recompute": _both(Case("resync", INVARIANT, RECOMPUTE_RESYNC)),
+    "pr5245": {"mixed": Case("running", MASK_END, PR5245_ROLLBACK),
+               "pd": Case("insert", MASK_END, PR5245_ON_A_DECODE_NODE)},
+    "pr5738": _both(Case("resync", INVARIANT, PR5738_RESYNC)),
+    "pr6403": _both(Case("resync", INVARIANT, PR6403_RESYNC)),
+    "shadow": {role: None for role in ROLES},
+}
+K1 = ("with one draft substep a step (k = 1) nothing is rolled back (k - 1 = 0) and a draft "
+      "that stops re-syncs to the positions it holds: every form's k = 1 row is exact")
+EXACT = {
+    "rollback": "the rollback form adds every change of seq_lens_decoder to mask_rollback, so "
+                "the mask cursor moves with the KV positions in every branch (docs/contract.md, "
+                "\"In every branch\"), and its prefill clears what an earlier request left in "
+                "the slot; its rows drift only on a decode node (--role pd) with k >= 2, where "
+                "FastDeploy's insert expects its own op's first decode to roll nothing back",
+    "shadow": "the shadow form keeps no state of its own from one step to the next: its KV "
+              "positions are the base model's less the accepted tokens, and its mask ends "
+              "follow them, so there is nothing to drift",
+}
+
+
+def case_for(form: str, role: str, k: int) -> Optional[Case]:
+    """The case that reproduces `form`'s row (`role`, `k`) of the verdict
+    table, or None where that row is exact."""
+    return None if k == 1 else CASES[form][role]
+
+
+def exact_reason(form: str, role: str, k: int) -> str:
+    return K1 if k == 1 else EXACT[form]
+
+
+# ---------------------------------------------------------------------------
+# The runner's buffers around one slot, and the states written into them
+
+
+class Runner:
+    """FastDeploy's runner's buffers for one slot (max_num_seqs 1) on the
+    CPU: the draft's (``model_inputs``), the base model's
+    (``target_model_inputs``) and, for a 22-tensor form,
+    ``recompute_token_num``, shaped as the replay shapes them. ``config``,
+    ``state`` and ``base`` are what ``sim_fastdeploy`` reads of a proposer."""
+
+    def __init__(self, form: str, role: str, k: int):
+        import paddle
+
+        self.form, self.role, self.k = form, role, k
+        self.place = paddle.CPUPlace()
+        self.config = ProposerConfig(num_model_steps=k, max_model_len=MAX_MODEL_LEN,
+                                     max_num_seqs=1, role="decode" if role == "pd" else "mixed",
+                                     kvcache_scheduler_v1=True, truncate_first_token=True)
+        self.state = draft_buffers(1, MAX_MODEL_LEN, k, self.place)
+        self.base = make_base_buffers(1, k, self.place)
+        inputs = FORMS[form]["draft_model_preprocess"].input_names
+        self.recompute = (sim_fastdeploy.recompute_counts(self)
+                          if "recompute_token_num" in inputs else None)
+
+    def buffers(self) -> Dict[str, object]:
+        """Every buffer by FastDeploy's name for it."""
+        named = {f'model_inputs["{n}"]': t for n, t in self.state.items()}
+        if self.recompute is not None:
+            named['model_inputs["recompute_token_num"]'] = self.recompute
+        named.update({f'target_model_inputs["{n}"]': t for n, t in self.base.items()})
+        return named
+
+    def value(self, name: str) -> int:
+        """Slot 0's value of the draft buffer `name` (or ``base_model_X``, the
+        base model's X)."""
+        if name.startswith("base_model_"):
+            return int(read(self.base[name[len("base_model_"):]]).reshape(-1)[0])
+        return int(read(self.state[name]).reshape(-1)[0])
+
+    def invariant(self) -> int:
+        return (self.value("attn_mask_offsets_decoder") - self.value("mask_rollback")
+                - self.value("seq_lens_decoder"))
+
+    def alignment(self) -> int:
+        return self.value("seq_lens_decoder") - (self.value("base_model_seq_lens_decoder")
+                                                 - self.value("base_model_accept_num"))
+
+    def fill(self, draft: dict, base: dict) -> None:
+        """Write slot 0 of the draft's and the base model's buffers: a value
+        for a vector; for a matrix a pair (leading values, the value of every
+        other column)."""
+        for buffers, values in ((self.state, draft), (self.base, base)):
+            for name, v in values.items():
+                a = read(buffers[name])
+                if isinstance(v, tuple):
+                    lead, rest = v
+                    a[0, :] = rest
+                    a[0, :len(lead)] = lead
+                else:
+                    a.reshape(a.shape[0], -1)[0] = v
+                write(buffers[name], a)
+
+
+def _verified(tokens: list) -> tuple:
+    """The base model's draft_tokens row after the draft handed it `tokens`
+    (its last accepted token, then the drafts; -1 after them), for
+    ``Runner.fill``. Their count is what draft_model_postprocess makes
+    base_model_seq_lens_this_time (FastDeploy 9018ccf74,
+    draft_model_postprocess.cu lines 30-41)."""
+    return (tokens, -1)
+
+
+def after_prefill_step(r: Runner, ended: bool) -> str:
+    """A mixed node: the request after its prefill step (the prompt and the
+    first token, then k - 1 one-token substeps), the base model's first
+    verification done. `ended`: the last substep sampled the end token and the
+    draft stopped while the base model goes on."""
+    k, n = r.k, len(PROMPT)
+    drafts = [21 + j for j in range(k)]
+    if ended:
+        drafts[-1] = EOS
+    handed = [FIRST_TOKEN] + (drafts[:-1] if ended else drafts)
+    r.fill(dict(draft_tokens=([-1 if ended else drafts[-1]], -1),
+                input_ids=(list(PROMPT[1:]) + [FIRST_TOKEN], 0), stop_flags=ended,
+                seq_lens_this_time=0 if ended else 1, seq_lens_encoder=0,
+                seq_lens_decoder=n + k - 1, step_idx=k, is_block_step=False, batch_drop=False,
+                pre_ids=([FIRST_TOKEN] + drafts, -1), mask_rollback=0,
+                attn_mask_offsets_full=(list(MASK_OFFSETS), 0),
+                attn_mask_offsets_decoder=n + k - 1, decode_states=([], 0)),
+           dict(accept_tokens=([ACCEPTED[0]], 0), accept_num=1, seq_lens_this_time=len(handed),
+                seq_lens_encoder=0, seq_lens_decoder=n + 1, step_idx=2, stop_flags=False,
+                is_block_step=False, draft_tokens=_verified(handed)))
+    story = (f"after its prefill step on a mixed node: the base model's first token "
+             f"{FIRST_TOKEN}, then {k} draft substeps (the prompt, then one token each) that "
+             f"sampled {drafts}")
+    if ended:
+        story += (f", the last the end token {EOS}: the draft stopped; the base model verified "
+                  f"{handed}, accepted 1 token ({ACCEPTED[0]}) and runs on")
+    else:
+        story += f"; the base model verified {handed} and accepted 1 token ({ACCEPTED[0]})"
+    return story
+
+
+def after_first_decode_step(r: Runner) -> str:
+    """A decode node: the request handed over and inserted by FastDeploy's
+    runner, its first decode step done (the base model accepted one token, the
+    draft fed it and sampled k tokens, the last the end token: it stopped),
+    and the base model's next verification done."""
+    k, n = r.k, len(PROMPT)
+    sampled = [41 + j for j in range(k)]
+    sampled[-1] = EOS
+    handed = [ACCEPTED[0]] + sampled[:-1]
+    r.fill(dict(draft_tokens=([-1], -1), input_ids=([], 0), stop_flags=True,
+                seq_lens_this_time=0, seq_lens_encoder=0, seq_lens_decoder=n + k,
+                step_idx=k + 1, is_block_step=False, batch_drop=False,
+                pre_ids=([-1, ACCEPTED[0]] + sampled, -1), mask_rollback=0,
+                attn_mask_offsets_full=([n], 0), attn_mask_offsets_decoder=n + k,
+                decode_states=([], 0)),
+           dict(accept_tokens=([ACCEPTED[1]], 0), accept_num=1, seq_lens_this_time=len(handed),
+                seq_lens_encoder=0, seq_lens_decoder=n + 2, step_idx=3, stop_flags=False,
+                is_block_step=False, draft_tokens=_verified(handed)))
+    return (f"handed to the decode node with its first token {FIRST_TOKEN} and the prefill "
+            f"node's draft token {PREFILL_NODE_DRAFT}, after its first decode step: the base "
+            f"model accepted 1 token ({ACCEPTED[0]}), the draft fed it and sampled {sampled}, "
+            f"the last the end token {EOS}: the draft stopped; the base model verified "
+            f"{handed}, accepted 1 token ({ACCEPTED[1]}) and runs on")
+
+
+def decode_node_base(r: Runner) -> None:
+    """The base model after its first verification on the decode node: it
+    checked the first token and the prefill node's draft token and accepted
+    one token."""
+    n = len(PROMPT)
+    r.fill({}, dict(accept_tokens=([ACCEPTED[0]], 0), accept_num=1, seq_lens_this_time=2,
+                    seq_lens_encoder=0, seq_lens_decoder=n + 1, step_idx=2, stop_flags=False,
+                    is_block_step=False,
+                    draft_tokens=_verified([FIRST_TOKEN, PREFILL_NODE_DRAFT])))
+
+
+# ---------------------------------------------------------------------------
+# The calls, each tensor before and after
+
+
+@dataclass
+class Row:
+    op_input: str  # the op's name for the argument ("" for an insert's buffer)
+    buffer: str    # the runner's buffer passed there
+    before: list
+    after: list
+
+
+@dataclass
+class Block:
+    title: str
+    rows: List[Row] = field(default_factory=list)
+    returned: Optional[list] = None  # the mask op's attn_mask_offsets
+    notes: List[str] = field(default_factory=list)
+
+
+def _snapshot(tensors: Dict[str, object]) -> Dict[str, list]:
+    return {n: read(t).tolist() for n, t in tensors.items()}
+
+
+def _invariant_note(before: int, after: int) -> str:
+    return f"invariant {INVARIANT}: {before} -> {after}"
+
+
+def insert_block(r: Runner) -> Block:
+    """FastDeploy's insert of the request on a decode node
+    (sim_fastdeploy.insert), every buffer it may write before and after."""
+    code = RUNNERS[r.form]
+    n = len(PROMPT)
+    watched = {f'model_inputs["{f}"]': r.state[f] for f in SLOT_FIELDS}
+    if r.recompute is not None:
+        watched['model_inputs["recompute_token_num"]'] = r.recompute
+    before, inv = _snapshot(watched), r.invariant()
+    sim_fastdeploy.insert(r, [Request(slot=0, prompt=list(PROMPT), mask_offsets=list(MASK_OFFSETS),
+                                      first_token=FIRST_TOKEN, draft_token=PREFILL_NODE_DRAFT)],
+                          r.recompute, r.form)
+    after = _snapshot(watched)
+    b = Block(f"insert_tasks_v1 as FastDeploy {code.commit}'s decode node runs it ({MTP_PY} "
+              f"lines {code.insert}): the request handed over with its first token "
+              f"{FIRST_TOKEN} and the prefill node's draft token {PREFILL_NODE_DRAFT}, "
+              f"inserted as the one-token span [{n}, {n + 1})")
+    b.rows = [Row("", name, before[name], after[name]) for name in watched]
+    b.notes.append(_invariant_note(inv, r.invariant()))
+    return b
+
+
+def preprocess_block(r: Runner) -> Block:
+    """draft_model_preprocess, the form's raw op, positionally, as
+    FastDeploy's proposer calls it (sim_fastdeploy.preprocess_call)."""
+    from .. import forms
+
+    code = RUNNERS[r.form]
+    form, inputs, attrs = sim_fastdeploy.preprocess_call(r, r.recompute, None, r.form)
+    named = {id(t): name for name, t in r.buffers().items()}
+    before, inv = _snapshot(inputs), r.invariant()
+    forms.load(form).library.draft_model_preprocess(*inputs.values(), *attrs.values())
+    after = _snapshot(inputs)
+    shown = ", ".join(f"{a}={v}" for a, v in attrs.items())
+    b = Block(f"draft_model_preprocess, the {form} form's raw op, positionally, as FastDeploy "
+              f"{code.commit}'s proposer calls it ({MTP_PY} lines {code.preprocess}{code.note}): "
+              f"its batch_drop where the op declares is_block_step and its is_block_step where "
+              f"the op declares batch_drop (lines {code.swap}); {shown}")
+    b.rows = [Row(name, named[id(t)], before[name], after[name]) for name, t in inputs.items()]
+    b.notes.append(_invariant_note(inv, r.invariant()))
+    if r.value("seq_lens_encoder") == 0 and not r.value("stop_flags"):
+        S, B, a = (r.value(n) for n in ("seq_lens_decoder", "base_model_seq_lens_decoder",
+                                        "base_model_accept_num"))
+        b.notes.append(f"alignment {ALIGNMENT}: {S} - ({B} - {a}) = {r.alignment()}")
+    return b
+
+
+def mask_block(r: Runner):
+    """The form's raw update_attn_mask_offsets on the substep's tokens, as
+    FastDeploy's proposer calls it; the block, and (KV position, mask end,
+    true end) of each token."""
+    import paddle
+
+    from .. import forms
+
+    code = RUNNERS[r.form]
+    n = r.value("seq_lens_this_time")
+    tokens = read(r.state["draft_tokens"])[0, :n]
+    given = {"ids_remove_padding": paddle.to_tensor(tokens, place=r.place),
+             "cu_seqlens_q": paddle.to_tensor(np.array([0, n], np.int32), place=r.place)}
+    labels = {"ids_remove_padding": "(the substep's tokens)",
+              "cu_seqlens_q": "(their prefix sums)"}
+    names = FORMS[r.form]["update_attn_mask_offsets"].input_names
+    inputs = {name: given[name] if name in given else r.state[name] for name in names}
+    before, inv, S = _snapshot(inputs), r.invariant(), r.value("seq_lens_decoder")
+    outs = forms.load(r.form).library.update_attn_mask_offsets(*inputs.values())
+    offsets = read(outs[0] if isinstance(outs, (list, tuple)) else outs)
+    after = _snapshot(inputs)
+    b = Block(f"update_attn_mask_offsets, the {r.form} form's raw op, positionally, as "
+              f"FastDeploy {code.commit}'s proposer calls it ({MTP_PY} lines {code.mask}), on "
+              f"the {n} token(s) the preprocess left to feed")
+    b.rows = [Row(name, labels.get(name, f'model_inputs["{name}"]'), before[name], after[name])
+              for name in names]
+    b.returned = offsets.tolist()
+    # The op advances the cursor by the tokens it numbered; the draft's own
+    # update adds them to seq_lens_decoder after the forward (contract, "One
+    # engine step"): counted here, the invariant of a form without drift holds.
+    b.notes.append(f"invariant {INVARIANT}, the {n} token(s) fed counted in seq_lens_decoder "
+                   f"as the draft's update counts them next: {inv} -> {r.invariant() - n}")
+    positions = S + np.arange(n)
+    ends = true_ends(np.asarray(MASK_OFFSETS, np.int64), positions)
+    fed = [(int(p), int(offsets[2 * j + 1]), int(ends[j])) for j, p in enumerate(positions)]
+    for j, (p, got, want) in enumerate(fed):
+        b.notes.append(f"token {j} (KV position {p}): mask end {got}, true end {want}: "
+                       f"{got - want:+d}")
+    return b, fed
+
+
+_SCENARIOS = {"running": lambda r: after_prefill_step(r, ended=False),
+              "resync": lambda r: (after_prefill_step(r, ended=True) if r.role == "mixed"
+                                   else after_first_decode_step(r))}
+
+
+@dataclass
+class Reproduction:
+    form: str
+    role: str
+    k: int
+    case: Case
+    story: str
+    blocks: List[Block]
+    drift: int
+    said: str  # what drifted, in a sentence
+    here: str  # the cause's values on this state
+
+
+def reproduce(form: str, role: str, k: int) -> Optional[Reproduction]:
+    """`form`'s drift on one request, or None where its row is exact."""
+    case = case_for(form, role, k)
+    if case is None:
+        return None
+    r = Runner(form, role, k)
+    blocks = []
+    if case.scenario == "insert":
+        blocks.append(insert_block(r))
+        decode_node_base(r)
+        story = (f"handed to the decode node with its first token {FIRST_TOKEN} and the "
+                 f"prefill node's draft token {PREFILL_NODE_DRAFT}; after the insert the base "
+                 f"model verifies [{FIRST_TOKEN}, {PREFILL_NODE_DRAFT}] and accepts 1 token "
+                 f"({ACCEPTED[0]})")
+    else:
+        story = _SCENARIOS[case.scenario](r)
+    inv_before = r.invariant()
+    S_before, M_before = r.value("seq_lens_decoder"), r.value("mask_rollback")
+    blocks.append(preprocess_block(r))
+    inv_after, alignment = r.invariant(), r.alignment()
+    here = (f"here: seq_lens_decoder {S_before} -> {r.value('seq_lens_decoder')}, mask_rollback "
+            f"{M_before} -> {r.value('mask_rollback')}, attn_mask_offsets_decoder "
+            f"{r.value('attn_mask_offsets_decoder')}")
+    mask, fed = mask_block(r)
+    blocks.append(mask)
+    if case.quantity == INVARIANT:
+        drift = inv_after - inv_before
+        said = (f"the invariant {INVARIANT} went from {inv_before} to {inv_after} in "
+                "draft_model_preprocess")
+    elif case.quantity == MASK_END:
+        p, got, want = fed[0]
+        drift = got - want
+        said = (f"the mask op gave the first token fed (KV position {p}) the end {got}; the true "
+                f"end of that position is {want}")
+    else:
+        drift = alignment
+        said = (f"after draft_model_preprocess the draft's {ALIGNMENT} is {alignment}: it feeds "
+                "the accepted tokens at KV positions other than the base model's")
+    if drift == 0:  # the case table says this row drifts: the state is wrong
+        raise RuntimeError(f"reproduce: the {form} form's state for role {role}, k {k} shows no "
+                           f"drift of {case.quantity}")
+    return Reproduction(form, role, k, case, story, blocks, drift, said, here)
+
+
+# ---------------------------------------------------------------------------
+# Printing
+
+
+def _values(row: Row) -> str:
+    if row.before == row.after:
+        return f"{row.before} (unchanged)"
+    return f"{row.before} -> {row.after}"
+
+
+def render(rep: Reproduction) -> List[str]:
+    lines = [f"reproduce: the {rep.form} form, role {rep.role}, k {rep.k}: one request, "
+             "FastDeploy's runner's op calls on it",
+             f"state: slot 0, a {len(PROMPT)}-token text prompt {list(PROMPT)} (mask offsets "
+             f"{list(MASK_OFFSETS)}), {rep.story}"]
+    for number, b in enumerate(rep.blocks, 1):
+        lines.append(f"[{number}] {b.title}")
+        width = max(len(r.buffer) for r in b.rows)
+        for i, row in enumerate(b.rows):
+            if row.op_input:
+                lines.append(f"    {i:>2} {row.op_input:<30} {row.buffer:<{width}} {_values(row)}")
+            else:
+                lines.append(f"    {row.buffer:<{width}} {_values(row)}")
+        if b.returned is not None:
+            lines.append(f"    returned attn_mask_offsets {b.returned}")
+        lines += [f"    {note}" for note in b.notes]
+    lines += [f"drift: {rep.drift:+d}: {rep.said}", rep.case.cause.line(), rep.here,
+              f"FAILED: the {rep.form} form drifts on one request ({rep.case.quantity}: "
+              f"{rep.drift:+d})"]
+    return lines
+
+
+def main(args) -> int:
+    """Print the reproduction; 1 when it shows a drift, 0 for an exact row."""
+    rep = reproduce(args.form, args.role, args.k)
+    if rep is None:
+        print(f"reproduce: the {args.form} form, role {args.role}, k {args.k}: "
+              f"{exact_reason(args.form, args.role, args.k)}")
+        print(f"OK: nothing to reproduce: the {args.form} form's {args.role} k = {args.k} row of "
+              "the verdict table is exact")
+        return 0
+    for line in render(rep):
+        print(line)
+    return 1
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("form", choices=list(CASES), metavar="FORM",
+                   help=f"the form whose drift to show ({', '.join(CASES)})")
+    p.add_argument("--role", choices=ROLES, default="mixed",
+                   help="mixed: one node; pd: the decode node of a PD-split deployment")
+    p.add_argument("-k", type=int, choices=KS, default=2, metavar="K",
+                   help=f"num_model_steps ({', '.join(map(str, KS))})")

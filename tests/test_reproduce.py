@@ -1,0 +1,225 @@
+"""`python -m fastdeploy_mtp reproduce FORM [--role R] [-k K]`: for each
+drifting row of the verdict table, the one-request state it prints drifts by
+what the numpy models of the ops (fastdeploy_mtp.reference,
+fastdeploy_mtp.reference_fastdeploy) compute on that same printed state, every
+tensor it prints after a call is what those models leave, and the state is
+one a form without the drift keeps exact; an exact row prints no drift and
+exits 0; a bad argument is one line on stderr and exit 2."""
+
+import ast
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fastdeploy_mtp import __main__ as cli
+from fastdeploy_mtp import reference, reference_fastdeploy
+from fastdeploy_mtp.harness import reproduce, verdict
+from fastdeploy_mtp.signature import FORMS
+
+RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results.md"
+
+# docs/results.md, "Where a row drifts, and why": the roles in which each
+# form's k >= 2 rows drift, and the quantity that shows it (k = 1 is exact).
+DRIFTS_IN = {"rollback": ("pd",), "recompute": ("mixed", "pd"), "pr5245": ("mixed", "pd"),
+             "pr5738": ("mixed", "pd"), "pr6403": ("mixed", "pd"), "shadow": ()}
+QUANTITY = {"rollback": "alignment", "recompute": "invariant", "pr5245": "mask end",
+            "pr5738": "invariant", "pr6403": "invariant"}
+ALL = [(f, r, k) for f in DRIFTS_IN for r in verdict.ROLES for k in verdict.KS]
+DRIFTING = [(f, r, k) for f, r, k in ALL if k >= 2 and r in DRIFTS_IN[f]]
+EXACT = [c for c in ALL if c not in DRIFTING]
+ATTRS = ("num_model_step", "truncate_first_token", "splitwise_prefill", "kvcache_scheduler_v1")
+
+
+def run(capsys, *argv):
+    code = cli.main(["reproduce", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# One row of a call's table: index, the op's input, the runner's buffer, the
+# values before, and after (or "(unchanged)").
+ROW = re.compile(r"^\s+\d+ (\w+)\s+(\S+(?: \S+)*?)\s+(\[.*?\])(?: -> (\[.*\])| \(unchanged\))$")
+
+
+def calls(out):
+    """{op name: {"rows": {op input: (buffer, before, after)}, "returned": list}}."""
+    found, current = {}, None
+    for line in out.splitlines():
+        head = re.match(r"^\[\d+\] (\w+)", line)
+        if head:
+            current = found.setdefault(head.group(1), {"rows": {}, "returned": None})
+            continue
+        m = ROW.match(line)
+        if m and current is not None:
+            before = ast.literal_eval(m.group(3))
+            after = before if m.group(4) is None else ast.literal_eval(m.group(4))
+            current["rows"][m.group(1)] = (m.group(2), before, after)
+        elif current is not None and line.strip().startswith("returned attn_mask_offsets "):
+            current["returned"] = ast.literal_eval(line.split("attn_mask_offsets ", 1)[1])
+    return found
+
+
+def printed_drift(out):
+    found = re.findall(r"^drift: ([+-]\d+): ", out, re.M)
+    assert len(found) == 1, out
+    return int(found[0])
+
+
+def arrays(form, op, values):
+    """The printed values as the op's dtypes."""
+    sig = FORMS[form][op]
+    return {n: np.array(v, dtype=sig.input(n).dtype) if sig.input(n).dtype else np.array(v)
+            for n, v in values.items()}
+
+
+def model_preprocess(form, state, k):
+    """`form`'s draft_model_preprocess in numpy, on a copy of `state`, with
+    the attributes FastDeploy's MTP proposer passes on a mixed or decode node."""
+    s = {n: a.copy() for n, a in state.items()}
+    attrs = dict(zip(ATTRS, (k, True, False, True)))
+    names = FORMS[form]["draft_model_preprocess"].input_names
+    if form in ("pr5738", "pr6403"):
+        reference_fastdeploy.draft_model_preprocess_pr5738(s, **attrs)
+    elif form == "pr5245":
+        reference_fastdeploy.draft_model_preprocess_pr5245(s, **attrs)
+    elif form == "recompute":
+        reference.draft_model_preprocess_recompute(*(s[n] for n in names), *attrs.values())
+    else:
+        reference.draft_model_preprocess(*(s[n] for n in names), *attrs.values())
+    return s
+
+
+def model_mask(form, state):
+    s = {n: a.copy() for n, a in state.items()}
+    op = (reference.update_attn_mask_offsets_pr6403 if form == "pr6403"
+          else reference.update_attn_mask_offsets)
+    names = FORMS[form]["update_attn_mask_offsets"].input_names
+    return op(*(s[n] for n in names)), s
+
+
+def independent(form, role, k, out):
+    """What the numpy models make of the printed state: the drift of the
+    form's quantity, each call's tensors after it, and the mask op's result."""
+    found = calls(out)
+    pre, mask = found["draft_model_preprocess"], found["update_attn_mask_offsets"]
+    before = arrays(form, "draft_model_preprocess", {n: v[1] for n, v in pre["rows"].items()})
+    after = model_preprocess(form, before, k)
+    # The runner's buffers after the preprocess, by FastDeploy's names (the
+    # swap of batch_drop and is_block_step is in the printed buffer column).
+    runner = {pre["rows"][n][0]: a for n, a in after.items()}
+    mask_before = arrays(form, "update_attn_mask_offsets",
+                         {n: v[1] for n, v in mask["rows"].items()})
+    for n, (buffer, _, _) in mask["rows"].items():
+        if buffer in runner:  # the mask op reads what the preprocess left there
+            np.testing.assert_array_equal(mask_before[n].reshape(-1),
+                                          runner[buffer].reshape(-1), err_msg=n)
+    fed = int(after["seq_lens_this_time"][0])
+    np.testing.assert_array_equal(mask_before["cu_seqlens_q"], [0, fed])
+    np.testing.assert_array_equal(mask_before["ids_remove_padding"],
+                                  after["draft_tokens"][0, :fed])
+    returned, mask_after = model_mask(form, mask_before)
+    cursor = int(mask_before["attn_mask_offsets_decoder"][0])
+    rollback_before = int(mask_before["mask_rollback"][0]) if form == "pr5245" else \
+        int(before["mask_rollback"][0])
+    S0, S1 = int(before["seq_lens_decoder"][0]), int(after["seq_lens_decoder"][0])
+    rollback_after = int(mask_before["mask_rollback"][0])
+    quantity = QUANTITY[form]
+    if quantity == "invariant":
+        drift = (cursor - rollback_after - S1) - (cursor - rollback_before - S0)
+    elif quantity == "mask end":  # a text prompt: position p's true end is p + 1
+        drift = int(returned[1]) - (S1 + 1)
+    else:
+        drift = S1 - (int(after["base_model_seq_lens_decoder"][0]) - int(after["accept_num"][0]))
+    return drift, after, returned, mask_after
+
+
+@pytest.mark.parametrize("form,role,k", DRIFTING)
+def test_the_printed_drift_is_what_the_numpy_models_compute_on_the_printed_state(
+        capsys, form, role, k):
+    code, out, err = run(capsys, form, "--role", role, "-k", str(k))
+    assert code == 1 and out.splitlines()[-1].startswith("FAILED: "), out
+    assert "text prompt [11, 12, 13, 14] (mask offsets [0, 1, 2, 3])" in out
+    drift, after, returned, mask_after = independent(form, role, k, out)
+    assert drift != 0
+    assert printed_drift(out) == drift
+    found = calls(out)
+    for n, (_, _, shown) in found["draft_model_preprocess"]["rows"].items():
+        np.testing.assert_array_equal(np.array(shown), after[n], err_msg=n)
+    for n, (_, _, shown) in found["update_attn_mask_offsets"]["rows"].items():
+        np.testing.assert_array_equal(np.array(shown), mask_after[n], err_msg=n)
+    np.testing.assert_array_equal(found["update_attn_mask_offsets"]["returned"], returned)
+
+
+@pytest.mark.parametrize("form,role,k", [c for c in DRIFTING if c[2] == 2])
+def test_the_state_is_one_a_form_without_the_drift_keeps_exact(capsys, form, role, k):
+    """The rollback form's rules on the printed state keep the invariant and
+    the alignment; where the state is FastDeploy's decode-node insert, so does
+    FastDeploy's own op there (recompute_token_num = 0, its insert's). So the
+    drift is the form's rule, not the state's."""
+    _, out, _ = run(capsys, form, "--role", role, "-k", str(k))
+    found = calls(out)
+    pre, mask = found["draft_model_preprocess"]["rows"], found["update_attn_mask_offsets"]["rows"]
+    state = {n: v[1] for n, v in pre.items()}
+    state.setdefault("mask_rollback", mask["mask_rollback"][1])  # pr5245's op takes none
+    cursor = mask["attn_mask_offsets_decoder"][1][0]
+    if "[1] insert_tasks_v1" in out:
+        n = 4  # FastDeploy's decode-node insert (9018ccf74, mtp.py lines 552-574)
+        assert (state["seq_lens_decoder"], state["step_idx"], state["mask_rollback"],
+                state["seq_lens_encoder"], cursor) == ([n], [1], [1], [0], n + 1)
+        state["recompute_token_num"] = [0]
+        control = "pr5738"
+    else:
+        control = "rollback"
+    names = FORMS[control]["draft_model_preprocess"].input_names
+    s = arrays(control, "draft_model_preprocess", {n: state[n] for n in names})
+    got = model_preprocess(control, s, k)
+    assert cursor - int(s["mask_rollback"][0]) - int(s["seq_lens_decoder"][0]) == 0
+    assert cursor - int(got["mask_rollback"][0]) - int(got["seq_lens_decoder"][0]) == 0
+    assert int(got["seq_lens_decoder"][0]) == (int(got["base_model_seq_lens_decoder"][0])
+                                               - int(got["accept_num"][0]))
+
+
+@pytest.mark.parametrize("form,role,k", EXACT)
+def test_an_exact_row_has_nothing_to_reproduce(capsys, form, role, k):
+    code, out, err = run(capsys, form, "--role", role, "-k", str(k))
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert len(lines) == 2 and lines[-1].startswith("OK: nothing to reproduce"), out
+    assert "drift:" not in out and "FAILED" not in out
+
+
+def test_the_defaults_are_the_mixed_node_and_k_2(capsys):
+    code, out, _ = run(capsys, "pr5738")
+    assert code == 1 and out.startswith("reproduce: the pr5738 form, role mixed, k 2: ")
+    code, out, _ = run(capsys, "rollback")
+    assert code == 0 and "the rollback form's mixed k = 2 row" in out
+
+
+def test_every_form_has_a_case_and_the_cases_are_the_drifting_rows():
+    assert list(reproduce.CASES) == list(FORMS)
+    assert [c for c in ALL if reproduce.case_for(*c)] == DRIFTING
+
+
+def test_the_drifting_rows_are_those_of_the_verdict_table_in_docs_results():
+    """Each row the table holds drifts (disagreements, violations or writes
+    outside a row) exactly where this test's list says."""
+    rows = re.findall(r"^\| (\w+) \| (mixed|pd) \| (\d) \| \d+ \| (\d+) \| ([^|]+) \| (\d+) \|$",
+                      RESULTS.read_text(), re.M)
+    assert len(rows) >= 32, rows
+    for form, role, k, disagreements, violations, outside in rows:
+        drifts = disagreements != "0" or violations.strip() != "0" or outside != "0"
+        assert drifts == ((form, role, int(k)) in DRIFTING), (form, role, k)
+
+
+@pytest.mark.parametrize("argv", [[], ["nope"], ["pr5738", "-k", "0"], ["pr5738", "-k", "5"],
+                                  ["pr5738", "-k", "x"], ["pr5738", "--role", "prefill"],
+                                  ["pr5738", "--bogus"], ["pr5738", "shadow"]])
+def test_a_bad_argument_is_one_line_and_exit_2(capsys, argv):
+    """(An option no command has is the top-level parser's to refuse, as for
+    every command.)"""
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert len(err.splitlines()) == 1 and err.startswith("python -m fastdeploy_mtp"), err
+    assert (argv[-1] if argv else "FORM") in err, err
