@@ -97,16 +97,18 @@ nothing. It neither loads our library nor touches a device: FastDeploy's
 engine runs it too and never calls the ops, and creating a CUDA context
 there, or on a device a worker does not own, would cost memory on it.
 
-What the first call of either op does (once per process, under a lock; the
-stand-ins then give way, in every module, to the op they chose):
+What the first call of each op does (once per op and process, under one
+lock; its stand-ins then give way, in every module, to the op chosen):
 
-- It loads our library (``fastdeploy_mtp.forms.load``; built the first time
-  if no build is installed or cached). Where that fails, one WARNING line
-  says why and FastDeploy's two ops stay in use, for that call and every
-  later one in the process: the call goes to FastDeploy's op, and no later
-  call tries again (a failed build fails again, and each try would cost a
-  build's time in the serving loop). Nothing is raised for it: FastDeploy's
-  own ops are a working fallback, which a crash of the worker is not.
+- The first of them loads our library (``fastdeploy_mtp.forms.load``; built
+  the first time if no build is installed or cached). Where that fails, one
+  WARNING line says why and FastDeploy's two ops stay in use, for that call
+  and every later one in the process: the call goes to FastDeploy's op, and
+  no later call tries again (a failed build fails again, and each try would
+  cost a build's time in the serving loop). Nothing is raised for it:
+  FastDeploy's own ops are a working fallback, which a crash of the worker is
+  not. Anything else that fails while an op is chosen is one WARNING line
+  too, and FastDeploy's op of that name stays in use.
 - ``draft_model_preprocess`` is the op of the form whose kernel it runs
   (``signature.preprocess_form``): for a 22-tensor op, pr5738's, whichever
   of pr5738 and pr6403 the mask op turns out to be.
@@ -632,7 +634,7 @@ class _Deferred:
 def _call_place(args, kwargs):
     """The place of a mask-op call's ids_remove_padding (its first input),
     where FastDeploy's kernel puts its output and runs. Raises where the call
-    is not an eager one on tensors (a static graph runs nothing now)."""
+    is not an eager one on tensors (a static graph runs nothing at the call)."""
     import paddle
 
     if not paddle.in_dynamic_mode():
