@@ -68,16 +68,22 @@ version="$("$work/venv/bin/fastdeploy-mtp" --version)"
 ls "$FASTDEPLOY_MTP_CACHE"/*/fastdeploy_mtp_ops* >/dev/null  # built here, from the wheel
 # FD_PLUGINS=fastdeploy_mtp through the wheel's own entry point (its
 # metadata, not the checkout's): the stand-in of FastDeploy 9018ccf74
-# (tests/standin_fastdeploy) loads the plugin as FastDeploy does, and its
-# proposer then calls our pr5738 ops, which compute what FastDeploy's do.
+# (tests/standin_fastdeploy) loads the plugin as FastDeploy does; at the
+# proposer's first calls the plugin loads our library and a probe of the
+# stand-in's own mask op tells the pr5738 form from the pr6403 one, and our
+# pr5738 ops then compute what FastDeploy's do.
 out="$(FD_PLUGINS=fastdeploy_mtp STANDIN_FASTDEPLOY_COMMIT=9018ccf74 \
   PYTHONPATH="$repo/tests/standin_fastdeploy" "$py" "$repo/tests/standin_fastdeploy/drive.py" \
-  '{"proposer_first": true, "run": "pr5738", "form": "pr5738"}')"
+  '{"proposer_first": true, "run": "pr5738"}')"
 echo "$out" | grep '^RESULT ' | "$py" -c '
 import json, sys
 r = json.loads(sys.stdin.read()[len("RESULT "):])
 assert r["mismatch"] is None and r["fastdeploy_left"] == [] and r["calls"] == [], r
-assert r["log"] and r["log"][0][0] == "INFO" and "our pr5738 form" in r["log"][0][1], r["log"]
-print("FD_PLUGINS=fastdeploy_mtp, through the wheel: " + r["log"][0][1][:72] + " ...")'
+assert r["loads_at_register"] == [] and set(r["held"].values()) == {"pr5738"}, r
+levels = [level for level, _ in r["log"]]
+assert levels == ["INFO", "INFO"] and r["log"][1][1].endswith(
+    "using our pr5738 form\x27s update_attn_mask_offsets"), r["log"]
+print("FD_PLUGINS=fastdeploy_mtp, through the wheel: the probe left "
+      + r["log"][1][1].split(" left ", 1)[1])'
 
 echo "the wheel works from an empty folder"

@@ -1,6 +1,6 @@
 """FastDeploy plugin: ``FD_PLUGINS=fastdeploy_mtp`` puts this package's
 ``draft_model_preprocess`` and ``update_attn_mask_offsets`` in place of
-FastDeploy's, in the form FastDeploy's own op has.
+FastDeploy's, in the form FastDeploy's own ops are.
 
 How FastDeploy runs it (FastDeploy's code; the same at c29e86fc9 and 9018ccf74
 unless a line says otherwise):
@@ -24,8 +24,9 @@ unless a line says otherwise):
   whose ``default_loader.py`` line 29 at c29e86fc9 imports
   ``models.model_base``), and so does any process that asks
   ``ModelConfig.registry`` (``fastdeploy/config.py`` line 350 at c29e86fc9, 302
-  at 9018ccf74). Each worker is a process of its own, so each runs
-  ``register`` once.
+  at 9018ccf74), the engine's included. Each worker is a process of its own,
+  so each runs ``register`` once; the engine runs it too but never calls the
+  ops.
 
 How FastDeploy exposes its ops: ``fastdeploy/model_executor/ops/gpu/__init__.py``
 (line 22 at 9018ccf74, 47 at c29e86fc9) copies every member of its compiled
@@ -41,29 +42,92 @@ static one otherwise; it wraps the static one (``functools.wraps``), so
 ``inspect.signature`` reads the registered names through it.
 
 How the proposer calls them (``fastdeploy/spec_decode/mtp.py``): it imports
-both by name at import time (lines 55-68 at 9018ccf74, 57-70 at 7a6c28781,
-37-50 at ba915e03e) and calls them positionally: ``draft_model_preprocess``
-with 22 tensors and 4 attributes at 9018ccf74 (lines 757-784), 17 tensors and
-2 at 7a6c28781 (lines 723-743), 20 tensors and 4 at ba915e03e (lines 685-710),
+both by name at import time (lines 55-68 at 9018ccf74, 57-72 at 2178f2829,
+57-70 at 7a6c28781, 37-50 at ba915e03e) and calls them positionally, in
+dynamic mode: ``draft_model_preprocess`` with 22 tensors and 4 attributes at
+9018ccf74 (lines 757-784) and 2178f2829 (lines 698-725), 17 tensors and 2 at
+7a6c28781 (lines 723-743), 20 tensors and 4 at ba915e03e (lines 685-710),
 ignoring what it returns (the C++ function returns nothing); and
 ``attn_mask_offsets = update_attn_mask_offsets(...)`` with 10 tensors at
-9018ccf74 (lines 871-883) and ba915e03e (lines 797-809), 8 at 7a6c28781
-(lines 892-904), copying the result into a buffer with ``copy_`` (the last
-line of each): one tensor, as the C++ function's one-element list is
-unwrapped.
+9018ccf74 (lines 871-883), 2178f2829 (lines 828-842) and ba915e03e (lines
+797-809), 8 at 7a6c28781 (lines 892-904), copying the result into a buffer
+with ``copy_`` (the last line of each): one tensor, as the C++ function's
+one-element list is unwrapped. The mask op runs before the draft model's
+forward (``self.model(...)``, 2178f2829 line 888), outside its CUDA graph.
+
+Which form each FastDeploy version gets (``SHIPPED_FORMS``; ``SIGNATURES``
+groups them by the registered inputs of their ``draft_model_preprocess``):
+
+- 20 tensors: ``pr5245``. FastDeploy's kernel of that op is the same from
+  88d44a2c9 (#3695) to ba915e03e (#5245) (``draft_model_preprocess.cu`` has
+  no change between them). The ten-tensor mask op is ba915e03e's (and
+  9018ccf74's: ``update_attn_mask_offsets.cu`` has no change between them);
+  from 11398790d (#4641) to ba915e03e it did not reset ``mask_rollback``,
+  but the proposer of those commits never writes its ``mask_rollback``
+  (``mtp.py`` line 452 at ba915e03e^ fills it with 0; line 801 only passes
+  it), so ours computes what FastDeploy's did there too.
+- 22 tensors: ``pr5738`` (9018ccf74, dcb0ccede) or ``pr6403`` (2178f2829 on).
+  Both register the same inputs for both ops, and the same preprocess kernel
+  (``draft_model_preprocess.cu`` is unchanged from 9018ccf74 to 2178f2829);
+  only the mask op's ``decode_states`` rule differs
+  (``update_attn_mask_offsets.cu`` lines 68-77 at 9018ccf74: a decode of more
+  than one token rewrites its row; lines 68-75 at 2178f2829: every decode
+  does, a 1 among its tokens' columns becoming -1). A probe tells them apart
+  (below).
+- 17 tensors: ``shadow`` (e87ce4b8c, 7a6c28781).
+
+The rollback form is ours alone (FastDeploy never registered it) and the
+recompute form is commit 0956b09a's, on no FastDeploy branch: only
+``FASTDEPLOY_MTP_FORM`` chooses them. ``FASTDEPLOY_MTP_FORM`` names the form
+instead of the detection, among the forms whose ``draft_model_preprocess``
+FastDeploy's proposer can call (for a 22-tensor op: pr5738, pr6403 or
+recompute); no probe runs then.
 
 What ``register`` does: it reads FastDeploy's ``draft_model_preprocess``
 parameter names (``inspect.signature``; else the C++ function's documented
-parameters, else their number), looks them up in ``SIGNATURES`` (our forms'
-registered inputs, ``fastdeploy_mtp.signature.FORMS``; FastDeploy's
-``update_attn_mask_offsets`` must then be that form's too), loads that form
-(``fastdeploy_mtp.forms.load``) and puts its ops in place of FastDeploy's, in
-``fastdeploy.model_executor.ops.gpu`` (``<name>`` and ``static_op_<name>``)
-and wherever else a module in ``sys.modules`` already holds one of FastDeploy's
-op objects (the proposer imported before the plugins ran). ``FASTDEPLOY_MTP_FORM``
-names the form instead. It logs one line on the ``fastdeploy_mtp`` logger: the
-form and why, or why FastDeploy's ops stay; it never raises, and a second call
-does nothing. On XPU FastDeploy's proposer takes its ops from
+parameters, else their number) and finds the forms that register them
+(``SIGNATURES``; FastDeploy's ``update_attn_mask_offsets`` must then take
+those forms' tensors too). It puts a stand-in of ours in place of each of
+FastDeploy's op objects, in ``fastdeploy.model_executor.ops.gpu``
+(``<name>`` and ``static_op_<name>``) and wherever else a module in
+``sys.modules`` already holds one (the proposer imported before the plugins
+ran), and logs one line on the ``fastdeploy_mtp`` logger: the form and why,
+or why FastDeploy's ops stay. It never raises, and a second call does
+nothing. It neither loads our library nor touches a device: FastDeploy's
+engine runs it too and never calls the ops, and creating a CUDA context
+there, or on a device a worker does not own, would cost memory on it.
+
+What the first call of each op does (once per op and process, under one
+lock; its stand-ins then give way, in every module, to the op chosen):
+
+- The first of them loads our library (``fastdeploy_mtp.forms.load``; built
+  the first time if no build is installed or cached). Where that fails, one
+  WARNING line says why and FastDeploy's two ops stay in use, for that call
+  and every later one in the process: the call goes to FastDeploy's op, and
+  no later call tries again (a failed build fails again, and each try would
+  cost a build's time in the serving loop). Nothing is raised for it:
+  FastDeploy's own ops are a working fallback, which a crash of the worker is
+  not. Anything else that fails while an op is chosen is one WARNING line
+  too, and FastDeploy's op of that name stays in use.
+- ``draft_model_preprocess`` is the op of the form whose kernel it runs
+  (``signature.preprocess_form``): for a 22-tensor op, pr5738's, whichever
+  of pr5738 and pr6403 the mask op turns out to be.
+- Where several forms remain (a 22-tensor op), ``update_attn_mask_offsets``
+  first runs FastDeploy's own mask op once on a state of its own (``PROBES``:
+  one decode request feeding one token, ``decode_states`` ``[[1, 7]]``), on
+  the place of the call's ``ids_remove_padding`` (where FastDeploy's kernel
+  puts its output and runs: ``update_attn_mask_offsets.cu`` lines 100 and 108
+  at 2178f2829, 102 and 110 at 9018ccf74), and reads what it left:
+  ``decode_states`` ``[[1, 7]]`` at 9018ccf74, ``[[-1, -1]]`` from 2178f2829
+  on. One INFO line says what it found. A probe that cannot run (an
+  exception, or a first call in a static graph, where nothing runs eagerly)
+  or leaves what neither form leaves is one WARNING line, and FastDeploy's
+  mask op stays in use for the process; our ``draft_model_preprocess`` stays,
+  since it is the same kernel for both forms.
+- Errors of the chosen op itself (a refused input) are raised to the caller,
+  as FastDeploy's op raises its own.
+
+On XPU FastDeploy's proposer takes its ops from
 ``fastdeploy.model_executor.ops.xpu`` (``mtp.py`` lines 39-53 at 9018ccf74),
 which is left alone: our library is for the CPU and CUDA.
 """
@@ -76,12 +140,13 @@ import os
 import re
 import sys
 import threading
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .ops import FORM_VARIABLE
-from .signature import FORMS
+from .signature import FORMS, preprocess_form
 
-__all__ = ["register", "SIGNATURES", "choose", "LOGGER_NAME"]
+__all__ = ["register", "SIGNATURES", "SHIPPED_FORMS", "PROBES", "Probe", "choose", "LOGGER_NAME"]
 
 LOGGER_NAME = "fastdeploy_mtp"
 # FastDeploy's module of GPU ops, where its proposer imports them from.
@@ -92,12 +157,10 @@ MASK = "update_attn_mask_offsets"
 # generated function of a registered op (static graphs).
 STATIC_PREFIX = "static_op_"
 
-# The forms FastDeploy has shipped, which its signature may select: PR #5738
-# as merged (9018ccf74 on develop, dcb0ccede on the release branch) and the
-# shadow form. The rollback form is ours alone (FastDeploy never registered
-# it) and the recompute form is commit 0956b09a's, on no FastDeploy branch: only
-# FASTDEPLOY_MTP_FORM chooses them.
-SHIPPED_FORMS = ("pr5738", "shadow")
+# The forms FastDeploy has shipped, which its signature may select: PR #5245's
+# 20-tensor op (ba915e03e), PR #5738 as merged (9018ccf74 on develop, dcb0ccede
+# on the release branch), PR #6403's mask rule (2178f2829) and the shadow form.
+SHIPPED_FORMS = ("pr5245", "pr5738", "pr6403", "shadow")
 
 
 def _signature_table() -> Dict[Tuple[str, ...], Tuple[str, ...]]:
@@ -113,22 +176,93 @@ def _signature_table() -> Dict[Tuple[str, ...], Tuple[str, ...]]:
 # told apart by choose().
 SIGNATURES: Dict[Tuple[str, ...], Tuple[str, ...]] = _signature_table()
 
-# Per form, a probe that runs FastDeploy's own draft_model_preprocess on a
-# state crafted so that the forms sharing its inputs leave different results,
-# and says whether it behaved as this form. No two forms share their inputs
-# today, so none is needed yet.
-PROBES: Dict[str, Callable[[Callable[..., Any]], bool]] = {}
+
+@dataclass(frozen=True)
+class Probe:
+    """FastDeploy's op `op`, run once on a state crafted so that the forms it
+    tells apart leave different results. `run(fastdeploy_op, place)` builds
+    the state on `place`, calls the op positionally as FastDeploy's proposer
+    does and returns what it left; `expect` is what each form's op leaves;
+    `state` says in words what the state is."""
+    op: str
+    state: str
+    run: Callable[[Callable[..., Any], Any], Tuple[Tuple[int, ...], ...]]
+    expect: Dict[str, Tuple[Tuple[int, ...], ...]]
+    fields: Tuple[str, ...]
+
+    def words(self, seen) -> str:
+        return ", ".join(f"{f} {list(v)}" for f, v in zip(self.fields, seen))
 
 
-def choose(candidates: Tuple[str, ...], fastdeploy_op: Callable[..., Any]) -> Optional[str]:
-    """The form among `candidates` (forms whose registered inputs FastDeploy's
-    op shares) that FastDeploy's op is, or None when they cannot be told
-    apart: one candidate is that one; several are told apart by their PROBES,
-    each run on FastDeploy's op, and exactly one must pass."""
+def _ints(tensor) -> Tuple[int, ...]:
+    import numpy as np
+
+    return tuple(int(v) for v in np.asarray(tensor.numpy()).reshape(-1))
+
+
+def _run_mask_probe(fastdeploy_op: Callable[..., Any], place) -> Tuple[Tuple[int, ...], ...]:
+    """One decode request feeding one token (seq_lens_decoder 5, the mask
+    cursor at 3, nothing to roll back), its decode_states row [1, 7]: the
+    decode branch of every version writes the offset 3 + 1 and moves the
+    cursor to 4; 9018ccf74's rewrites decode_states only for more than one
+    token, 2178f2829's for every decode (1 -> -1, past the token -> -1)."""
+    import numpy as np
+    import paddle
+
+    def tensor(values, dtype):
+        return paddle.to_tensor(np.asarray(values, dtype), place=place)
+
+    i32 = np.int32
+    cursor, decode_states, rollback = tensor([3], i32), tensor([[1, 7]], i32), tensor([0], i32)
+    out = fastdeploy_op(
+        tensor([0], np.int64),           # ids_remove_padding: one token
+        tensor([1], i32),                # seq_lens_this_time
+        tensor([0], i32),                # seq_lens_encoder
+        tensor([5], i32),                # seq_lens_decoder
+        tensor([0, 1], i32),             # cu_seqlens_q
+        tensor(np.zeros((1, 4)), i32),   # attn_mask_offsets_full
+        cursor,                          # attn_mask_offsets_decoder
+        tensor([False], np.bool_),       # is_block_step
+        decode_states,
+        rollback)                        # mask_rollback
+    if isinstance(out, (list, tuple)):  # Paddle's generated function: every output
+        out = out[0]
+    return _ints(decode_states), _ints(out), _ints(cursor), _ints(rollback)
+
+
+_MASK_PROBE = Probe(
+    op=MASK,
+    state="one decode of one token, decode_states [1, 7]",
+    run=_run_mask_probe,
+    expect={"pr5738": ((1, 7), (0, 4), (4,), (0,)),
+            "pr6403": ((-1, -1), (0, 4), (4,), (0,))},
+    fields=("decode_states", "attn_mask_offsets", "attn_mask_offsets_decoder", "mask_rollback"),
+)
+
+# The forms that share a key of SIGNATURES -> the probe that tells them apart.
+PROBES: Dict[Tuple[str, ...], Probe] = {("pr5738", "pr6403"): _MASK_PROBE}
+
+
+def choose(candidates: Tuple[str, ...], fastdeploy_op: Optional[Callable[..., Any]] = None,
+           place: Any = None) -> Tuple[Optional[str], str]:
+    """(The form among `candidates` (forms whose registered inputs
+    FastDeploy's op shares) that FastDeploy's op is, or None where it cannot
+    be told; what told it, in words.) One candidate is that one; several are
+    told apart by their probe (PROBES), run once on `fastdeploy_op` (the
+    FastDeploy op the probe names) on `place`: exactly one form must leave
+    what it saw. An exception of the probe is raised."""
     if len(candidates) == 1:
-        return candidates[0]
-    passed = [form for form in candidates if form in PROBES and PROBES[form](fastdeploy_op)]
-    return passed[0] if len(passed) == 1 else None
+        return candidates[0], f"the one form of FastDeploy's {PREPROCESS}'s signature"
+    probe = PROBES.get(tuple(candidates))
+    if probe is None:
+        return None, f"no probe tells the forms {', '.join(candidates)} apart"
+    seen = probe.run(fastdeploy_op, place)
+    matching = [form for form in candidates if probe.expect.get(form) == seen]
+    what = f"a probe of FastDeploy's {probe.op} ({probe.state}) left {probe.words(seen)}"
+    if len(matching) == 1:
+        return matching[0], f"{what}, as our {matching[0]} form's does"
+    return None, f"{what}, as {'none' if not matching else 'more than one'} of our forms " \
+                 f"{', '.join(candidates)} does"
 
 
 _log = logging.getLogger(LOGGER_NAME)
@@ -138,8 +272,9 @@ _done = False
 
 def register() -> None:
     """FastDeploy's entry point (``fastdeploy.model_register_plugins``): puts
-    our ops in place of FastDeploy's once per process, logging one line.
-    Never raises: any failure is that line, FastDeploy's ops left in place."""
+    our ops' stand-ins in place of FastDeploy's once per process, logging one
+    line. Never raises: any failure is that line, FastDeploy's ops left in
+    place. Loads nothing and runs nothing: the first call of an op does."""
     global _done
     with _lock:
         if _done:
@@ -185,26 +320,27 @@ def _register() -> Tuple[int, str]:
                 f"{len(FORMS[override][PREPROCESS].inputs)} tensors and "
                 f"{len(FORMS[override][PREPROCESS].attrs)} attributes; FastDeploy's ops stay "
                 "in place")
-        form, why = override, f"{FORM_VARIABLE}={override}; FastDeploy's {PREPROCESS} {what}"
+        candidates = (override,)
+        why = f"{FORM_VARIABLE}={override}; FastDeploy's {PREPROCESS} {what}"
     elif detected is None:
         return logging.WARNING, (
             f"FastDeploy's {PREPROCESS} {what}; FastDeploy's ops stay in place (set "
             f"{FORM_VARIABLE} to one of {', '.join(FORMS)} to choose a form)")
     else:
-        form, why = detected, f"FastDeploy's {PREPROCESS} {what}"
-    try:
-        from . import forms
-
-        library = forms.load(form).library
-        ours = {PREPROCESS: library.draft_model_preprocess, MASK: library.update_attn_mask_offsets}
-    except Exception as e:
-        return logging.WARNING, (
-            f"loading our {form} form failed ({type(e).__name__}: {_first_line(str(e))}); "
-            "FastDeploy's ops stay in place")
-    modules = _replace(_replacements(fd_ops, form, ours))
+        candidates, why = detected, f"FastDeploy's {PREPROCESS} {what}"
+    deferred = _Deferred(fd_ops, candidates)
+    modules = _replace(deferred.replacements())
+    where = f"replaced in {modules} module{'s' if modules != 1 else ''}; our library loads " \
+            "at their first call"
+    if len(candidates) == 1:
+        return logging.INFO, (
+            f"using our {candidates[0]} form of {PREPROCESS} and {MASK} in place of "
+            f"FastDeploy's ({why}; {where})")
     return logging.INFO, (
-        f"using our {form} form of {PREPROCESS} and {MASK} in place of FastDeploy's ({why}; "
-        f"replaced in {modules} module{'s' if modules != 1 else ''})")
+        f"using our {deferred.preprocess} form's {PREPROCESS} (the kernel of the "
+        f"{' and '.join(candidates)} forms) and, as a probe of FastDeploy's own {MASK} tells "
+        f"at its first call, the {' or '.join(candidates)} form's {MASK} in place of "
+        f"FastDeploy's ({why}; {where})")
 
 
 def _op(module, name: str) -> Optional[Callable[..., Any]]:
@@ -285,8 +421,10 @@ def _preprocess_parameters(fd_ops, theirs):
     return names, count
 
 
-def _detect(fd_ops, theirs) -> Tuple[Optional[str], str]:
-    """(the form FastDeploy's ops are, or None; words on what was read)."""
+def _detect(fd_ops, theirs) -> Tuple[Optional[Tuple[str, ...]], str]:
+    """(the forms FastDeploy's ops may be, each of the signature they have, or
+    None where none is or a probe could not tell them apart; words on what
+    was read)."""
     names, count = _preprocess_parameters(fd_ops, theirs)
     if names is None and count is None:
         return None, "states no parameters"
@@ -304,24 +442,27 @@ def _detect(fd_ops, theirs) -> Tuple[Optional[str], str]:
                            if count == len(key) + attrs(f))
         what = f"takes {count} unnamed parameters"
     if not candidates:
-        known = "; ".join(f"{f}: {len(FORMS[f][PREPROCESS].inputs)} tensors and "
-                          f"{len(FORMS[f][PREPROCESS].attrs)} attributes" for f in SHIPPED_FORMS)
+        known = "; ".join(f"{' and '.join(fs)}: {len(FORMS[fs[0]][PREPROCESS].inputs)} tensors "
+                          f"and {len(FORMS[fs[0]][PREPROCESS].attrs)} attributes"
+                          for fs in SIGNATURES.values())
         return None, f"{what}, as none of our forms does ({known})"
-    form = choose(candidates, theirs)
-    if form is None:
+    forms_words = (f"the {candidates[0]} form's" if len(candidates) == 1 else
+                   f"the {' and '.join(candidates)} forms'")
+    if len(candidates) > 1 and (tuple(candidates) not in PROBES
+                                or len({preprocess_form(f) for f in candidates}) != 1):
         return None, f"{what}, as the forms {', '.join(candidates)} do, and no probe tells which"
     mask = _op(fd_ops, MASK)
     if mask is not None:
         mask_names, mask_count = _parameters(mask)
         if (mask_names is not None or mask_count is not None) and \
-                not _matches(form, MASK, mask_names, mask_count):
-            return None, (f"is the {form} form's but its {MASK} takes "
+                not all(_matches(form, MASK, mask_names, mask_count) for form in candidates):
+            return None, (f"is {forms_words} but its {MASK} takes "
                           f"{mask_count} parameters ({', '.join(mask_names or ())}), "
-                          f"not that form's {len(FORMS[form][MASK].inputs)} tensors")
-    sig = FORMS[form][PREPROCESS]
+                          f"not {forms_words} {len(FORMS[candidates[0]][MASK].inputs)} tensors")
+    sig = FORMS[candidates[0]][PREPROCESS]
     how = "registered inputs" if names is not None else "number of parameters"
-    return form, (f"has the {form} form's {how}: {len(sig.inputs)} tensors, "
-                  f"{len(sig.attrs)} attributes")
+    return candidates, (f"has {forms_words} {how}: {len(sig.inputs)} tensors, "
+                        f"{len(sig.attrs)} attributes")
 
 
 # --- Putting ours in place ---------------------------------------------------
@@ -349,35 +490,164 @@ def _as_fastdeploy_returns(raw: Callable[..., Any], form: str, keep_first: bool)
         return outs[0] if isinstance(outs, (list, tuple)) else outs
 
     op.fastdeploy_mtp_form = form
-    try:  # as FastDeploy marks its own: already unified, not to be transformed again
+    return _unified(op)
+
+
+def _unified(op):
+    """As FastDeploy marks its own ``<name>`` functions: already unified, not
+    to be transformed again by Paddle's dynamic-to-static."""
+    try:
         from paddle.jit.marker import unified
 
-        op = unified(op)
+        return unified(op)
     except Exception:
-        pass
-    return op
+        return op
 
 
-def _replacements(fd_ops, form: str,
-                  ours: Dict[str, Callable[..., Any]]) -> Dict[int, Tuple[Any, Any]]:
-    """{id(FastDeploy's op object): (that object, ours)} for each op object
-    FastDeploy's ops module holds under ``<name>`` (the name its callers
-    import: our op returning what FastDeploy's returns) or ``static_op_<name>``
-    (Paddle's generated function: ours as registered)."""
-    out: Dict[int, Tuple[Any, Any]] = {}
-    for name, raw in ours.items():
-        new = {name: _as_fastdeploy_returns(raw, form, keep_first=name == MASK),
-               STATIC_PREFIX + name: raw}
-        for key, op in new.items():
-            old = fd_ops.__dict__.get(key)
-            if old is not None and id(old) not in out:
-                out[id(old)] = (old, op)
-    return out
+def _signature(form: str, name: str) -> inspect.Signature:
+    """`form`'s op `name` as Paddle's generated function states it: the
+    registered inputs, then the attributes."""
+    sig = FORMS[form][name]
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    return inspect.Signature([inspect.Parameter(n, kind)
+                              for n in sig.input_names + sig.attr_names])
+
+
+class _Deferred:
+    """What register() put in place of FastDeploy's op objects: a stand-in
+    per object, which at the first call of its op (either name) chooses the
+    op to run, ours or FastDeploy's, for the rest of the process, puts it in
+    place of the stand-ins in every module, and calls it. `candidates`: the
+    forms FastDeploy's ops may be; several are told apart by their probe of
+    FastDeploy's mask op."""
+
+    def __init__(self, fd_ops, candidates: Tuple[str, ...]):
+        self.candidates = candidates
+        self.preprocess = preprocess_form(candidates[0])  # the one kernel of the candidates
+        # FastDeploy's op objects by their key in its ops module (<name>, static_op_<name>).
+        self.fastdeploy = {key: fd_ops.__dict__[key] for name in (PREPROCESS, MASK)
+                           for key in (name, STATIC_PREFIX + name)
+                           if fd_ops.__dict__.get(key) is not None}
+        self.stand_ins = {key: self._stand_in(key) for key in self.fastdeploy}
+        self.chosen: Dict[str, Callable[..., Any]] = {}  # key -> the op its stand-in calls
+        self.library_failed = False
+        self.lock = threading.Lock()
+
+    def replacements(self) -> Dict[int, Tuple[Any, Any]]:
+        """{id(FastDeploy's op object): (that object, its stand-in)}."""
+        return {id(self.fastdeploy[key]): (self.fastdeploy[key], self.stand_ins[key])
+                for key in self.fastdeploy}
+
+    def _stand_in(self, key: str) -> Callable[..., Any]:
+        name = key[len(STATIC_PREFIX):] if key.startswith(STATIC_PREFIX) else key
+        chosen = None
+
+        def op(*args, **kwargs):
+            nonlocal chosen
+            if chosen is None:
+                chosen = self.choose(name, args, kwargs)[key]
+            return chosen(*args, **kwargs)
+
+        op.__name__ = op.__qualname__ = key
+        op.__signature__ = _signature(self.candidates[0], name)
+        op.__doc__ = (f"FastDeploy's {key}, replaced by fastdeploy_mtp: its first call loads "
+                      f"our library and chooses our {' or '.join(self.candidates)} form's op "
+                      "(FastDeploy's where ours cannot run) for the process.")
+        op.fastdeploy_mtp_deferred = True
+        return op if key.startswith(STATIC_PREFIX) else _unified(op)
+
+    def choose(self, name: str, args, kwargs) -> Dict[str, Callable[..., Any]]:
+        """The ops op `name`'s stand-ins call, by key; chosen at the first
+        call of either of their keys, from that call's arguments."""
+        with self.lock:
+            if not any(key in self.chosen for key in (name, STATIC_PREFIX + name)):
+                try:
+                    form = self._form(name, args, kwargs)
+                    library = None if form is None else self._library(form, name)
+                    raw = None if library is None else getattr(library, name)
+                except Exception as e:  # never a crash at a call FastDeploy's op can serve
+                    _say(logging.WARNING, (
+                        f"choosing our {name} failed ({type(e).__name__}: "
+                        f"{_first_line(str(e))}); FastDeploy's stays in use in this process"))
+                    form = raw = None
+                ops = {}
+                for key in (name, STATIC_PREFIX + name):
+                    if key not in self.fastdeploy:
+                        continue
+                    if raw is None:
+                        ops[key] = self.fastdeploy[key]
+                    elif key == name:
+                        ops[key] = _as_fastdeploy_returns(raw, form, keep_first=name == MASK)
+                    else:
+                        ops[key] = raw
+                self.chosen.update(ops)
+                _replace({id(self.stand_ins[key]): (self.stand_ins[key], op)
+                          for key, op in ops.items()})
+            return self.chosen
+
+    def _library(self, form: str, name: str):
+        """`form`'s registered ops (``forms.load(form).library``), or None
+        where our library cannot be loaded; the first failure is one line,
+        and none is tried again."""
+        if self.library_failed:
+            return None
+        try:
+            from . import forms
+
+            return forms.load(form).library
+        except Exception as e:  # a build problem is FastDeploy's ops for the process, not a crash
+            self.library_failed = True
+            _say(logging.WARNING, (
+                f"loading our op library at the first call of {name} failed "
+                f"({type(e).__name__}: {_first_line(str(e))}); FastDeploy's {PREPROCESS} and "
+                f"{MASK} stay in use in this process"))
+            return None
+
+    def _form(self, name: str, args, kwargs) -> Optional[str]:
+        """The form whose op `name` is ours, or None for FastDeploy's."""
+        if name == PREPROCESS:
+            return self.preprocess
+        if len(self.candidates) == 1:
+            return self.candidates[0]
+        # The probe matters only where ours can run: load first.
+        if self._library(self.candidates[0], name) is None:
+            return None
+        try:
+            place = _call_place(args, kwargs)
+            form, what = choose(self.candidates, self.fastdeploy.get(MASK)
+                                or self.fastdeploy[STATIC_PREFIX + MASK], place)
+        except Exception as e:
+            _say(logging.WARNING, (
+                f"a probe of FastDeploy's {MASK} ({PROBES[self.candidates].state}) could not "
+                f"run ({type(e).__name__}: {_first_line(str(e))}); FastDeploy's {MASK} stays in "
+                f"use in this process, beside our {self.preprocess} form's {PREPROCESS}"))
+            return None
+        if form is None:
+            _say(logging.WARNING, (
+                f"{what}; FastDeploy's {MASK} stays in use in this process, beside our "
+                f"{self.preprocess} form's {PREPROCESS}"))
+            return None
+        _say(logging.INFO, f"{what}: using our {form} form's {MASK}")
+        return form
+
+
+def _call_place(args, kwargs):
+    """The place of a mask-op call's ids_remove_padding (its first input),
+    where FastDeploy's kernel puts its output and runs. Raises where the call
+    is not an eager one on tensors (a static graph runs nothing at the call)."""
+    import paddle
+
+    if not paddle.in_dynamic_mode():
+        raise RuntimeError("the first call is in a static graph, where nothing runs eagerly")
+    first = args[0] if args else kwargs.get("ids_remove_padding")
+    if not isinstance(first, paddle.Tensor):
+        raise TypeError(f"ids_remove_padding is {type(first).__name__}, not a paddle.Tensor")
+    return first.place
 
 
 def _replace(mapping: Dict[int, Tuple[Any, Any]]) -> int:
-    """Every module in sys.modules that holds one of FastDeploy's op objects
-    (mapping's, by identity) gets ours under the same name; all or nothing.
+    """Every module in sys.modules that holds one of the objects of mapping
+    (by identity) gets its replacement under the same name; all or nothing.
     Returns the number of modules changed."""
     done: List[Tuple[Any, str, Any]] = []
     try:

@@ -7,41 +7,58 @@ finds our entry point through importlib.metadata (a dist-info folder made
 from pyproject.toml's entry-point lines, first on the path) and loads it
 when its models package is imported, as FastDeploy does
 (fastdeploy/model_executor/models/__init__.py line 68 at c29e86fc9). The plugin
-runs once a process, so one process per case.
+runs once a process, so one process per case (two tests that ask for the same
+case share its process's report).
 
-FastDeploy's signatures per commit (the stand-in's fastdeploy_ops.py):
-9018ccf74 registers the 22-tensor draft_model_preprocess and the 10-tensor
-update_attn_mask_offsets (our pr5738 form, its rules), 7a6c28781 the 17-tensor and
-8-tensor ones (our shadow form), ba915e03e a 20-tensor one (none of ours).
+FastDeploy's ops per commit (the stand-in's fastdeploy_ops.py, whose ops
+compute what FastDeploy's kernels of that commit do): 9018ccf74 registers the
+22-tensor draft_model_preprocess and the 10-tensor update_attn_mask_offsets
+whose decode_states rule is the pr5738 form's, 2178f2829 the same
+registrations with the pr6403 form's rule, ba915e03e a 20-tensor preprocess
+(the pr5245 form), 7a6c28781 the 17-tensor and 8-tensor ones (the shadow
+form), 52eda7fdb a 19-tensor preprocess (none of ours) and no mask op.
 """
 
 import json
+import logging
 import os
 import re
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from fastdeploy_mtp import plugin
-from fastdeploy_mtp.signature import FORMS
+from fastdeploy_mtp import plugin, reference
+from fastdeploy_mtp.signature import FORMS, preprocess_form
 
 ROOT = Path(__file__).resolve().parent.parent
 STANDIN = ROOT / "tests" / "standin_fastdeploy"
 GROUP = "fastdeploy.model_register_plugins"
+PRE, MASK = "draft_model_preprocess", "update_attn_mask_offsets"
+KEYS = [PRE, "static_op_" + PRE, MASK, "static_op_" + MASK]
 
 # Where the stand-in holds FastDeploy's op objects: its ops module (the names
 # callers import and the static-graph names), the proposer (imported by name)
 # and, where the proposer is imported first, a module holding two under
 # other names.
 OPS_MODULE = "fastdeploy.model_executor.ops.gpu"
-HELD = [f"{OPS_MODULE}:{p}{op}" for p in ("", "static_op_")
-        for op in ("draft_model_preprocess", "update_attn_mask_offsets")]
-HELD += ["fastdeploy.spec_decode.mtp:draft_model_preprocess",
-         "fastdeploy.spec_decode.mtp:update_attn_mask_offsets"]
-HELD_BY_ALIAS = ["standin_holder:preprocess_by_another_name",
-                 "standin_holder:static_mask_by_another_name"]
+PROPOSER = "fastdeploy.spec_decode.mtp"
+HELD = {PRE: [f"{OPS_MODULE}:{PRE}", f"{OPS_MODULE}:static_op_{PRE}", f"{PROPOSER}:{PRE}",
+              "standin_holder:preprocess_by_another_name"],
+        MASK: [f"{OPS_MODULE}:{MASK}", f"{OPS_MODULE}:static_op_{MASK}", f"{PROPOSER}:{MASK}",
+               "standin_holder:static_mask_by_another_name"]}
+# The proposer's calls of FastDeploy's ops in a run: the preprocess once, the mask op twice.
+PRE_CALL, MASK_CALL = [PRE, "extension"], [MASK, "extension"]
+ALL_CALLS = [PRE_CALL, MASK_CALL, MASK_CALL]
+# The commit of FastDeploy that has each shipped form, and the decode_states
+# rule of its mask op (drive.py's MASK_RULES).
+COMMIT_OF = {"pr5245": "ba915e03e", "pr5738": "9018ccf74", "pr6403": "2178f2829",
+             "shadow": "7a6c28781"}
+RULE_OF = {"pr5245": "pr5738", "pr5738": "pr5738", "recompute": "pr5738", "pr6403": "pr6403"}
 
 
 def entry_point_lines() -> str:
@@ -68,10 +85,16 @@ def entry_point(tmp_path_factory):
     return folder
 
 
+_REPORTS = {}
+
+
 def drive(entry_point, commit, env=None, **spec):
-    """Runs drive.py with the stand-in of FastDeploy `commit`; returns its
-    report and its stderr. FD_PLUGINS and FASTDEPLOY_MTP_FORM come only from
-    `env`."""
+    """Runs drive.py with the stand-in of FastDeploy `commit` (once per
+    case); returns its report and its stderr. FD_PLUGINS and
+    FASTDEPLOY_MTP_FORM come only from `env`."""
+    key = json.dumps([commit, env, spec], sort_keys=True)
+    if key in _REPORTS:
+        return _REPORTS[key]
     full = {k: v for k, v in os.environ.items() if k not in ("FD_PLUGINS", plugin.FORM_VARIABLE)}
     full.update(env or {})
     full["PYTHONPATH"] = os.pathsep.join([str(entry_point), str(STANDIN), str(ROOT)])
@@ -81,33 +104,77 @@ def drive(entry_point, commit, env=None, **spec):
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, (
         f"the process failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1][len("RESULT "):]), proc.stderr
+    _REPORTS[key] = json.loads(lines[-1][len("RESULT "):]), proc.stderr
+    return _REPORTS[key]
 
 
 ENABLED = {"FD_PLUGINS": "fastdeploy_mtp"}
 
 
 def op_parameters(form):
-    sig = FORMS[form]["draft_model_preprocess"]
+    sig = FORMS[form][PRE]
     return list(sig.input_names + sig.attr_names)
 
 
-@pytest.mark.parametrize("commit,form", [("9018ccf74", "pr5738"), ("7a6c28781", "shadow")])
-def test_fd_plugins_puts_the_matching_form_in_place(entry_point, commit, form):
-    """The proposer, imported before the plugins ran, calls our op of the
-    form FastDeploy's signature is, which leaves what the reference leaves;
-    no module holds FastDeploy's op objects any more; the static-graph names
-    hold our registered ops."""
-    got, _ = drive(entry_point, commit, ENABLED, proposer_first=True, run=form, form=form)
+def ours(form):
+    """What FastDeploy's ops module holds once a run chose `form`: the op of
+    the form whose preprocess kernel it runs, and the form's mask op."""
+    return {PRE: preprocess_form(form), "static_op_" + PRE: preprocess_form(form),
+            MASK: form, "static_op_" + MASK: form}
+
+
+def fastdeploy_s(keys=KEYS):
+    return {key: "fastdeploy" for key in keys}
+
+
+def lines_of(got, level):
+    return [line for lvl, line in got["log"] if lvl == level]
+
+
+# --- Each FastDeploy version gets its form -----------------------------------
+
+@pytest.mark.parametrize("form", ["pr5245", "pr5738", "pr6403", "shadow"])
+def test_fd_plugins_puts_the_form_of_each_fastdeploy_version_in_place(entry_point, form):
+    """The proposer, imported before the plugins ran, calls our ops of the
+    form FastDeploy's are, which leave what the models of that form's ops
+    leave (the mask op's decode_states rule included); no module holds
+    FastDeploy's op objects any more; the static-graph names hold our
+    registered ops. A 22-tensor op is told pr5738 or pr6403 by one probe of
+    FastDeploy's own mask op, whose one INFO line names the form."""
+    got, _ = drive(entry_point, COMMIT_OF[form], ENABLED, proposer_first=True, run=form)
     assert got["mismatch"] is None, got["mismatch"]
-    assert got["calls"] == [], f"FastDeploy's stand-in ops were called: {got['calls']}"
+    assert got["calls"] == [], f"the proposer's calls reached FastDeploy's ops: {got['calls']}"
+    assert got["held"] == ours(form), got["held"]
     assert got["fastdeploy_left"] == [], got["fastdeploy_left"]
     assert got["signature"] == op_parameters(form)
     assert got["proposer_uses_ops_module"]
-    assert got["static_names_hold_library"] is True, got["static_names_hold_library"]
-    assert len(got["log"]) == 1, got["log"]
-    level, line = got["log"][0]
-    assert level == "INFO" and f"our {form} form" in line and "registered inputs" in line, line
+    if form != "shadow":
+        assert got["mask_rule"] == [RULE_OF[form]], got["mask_rule"]
+    probed = form in ("pr5738", "pr6403")
+    assert got["probe_calls"] == ([MASK_CALL] if probed else []), got["probe_calls"]
+    assert [lvl for lvl, _ in got["log"]] == ["INFO"] * (2 if probed else 1), got["log"]
+    line = got["log_at_register"][0][1]
+    assert "registered inputs" in line and "our library loads at their first call" in line, line
+    if probed:
+        assert "the pr5738 or pr6403 form's update_attn_mask_offsets" in line, line
+        assert got["log"][1][1].endswith(f"as our {form} form's does: using our {form} form's "
+                                         "update_attn_mask_offsets"), got["log"][1][1]
+    else:
+        assert line.startswith(f"using our {form} form of"), line
+
+
+@pytest.mark.parametrize("form", ["pr5245", "pr5738", "pr6403", "shadow"])
+def test_nothing_is_loaded_or_run_before_the_first_call(entry_point, form):
+    """register() (run in FastDeploy's engine too, which never calls the ops)
+    neither loads our library nor runs the probe: its stand-ins stand where
+    FastDeploy's ops were until the proposer's first call."""
+    got, _ = drive(entry_point, COMMIT_OF[form], ENABLED, proposer_first=True, run=form)
+    assert got["loads_at_register"] == [], f"forms.load asked: {got['loads_at_register']}"
+    assert got["library_at_register"] is False
+    assert got["calls_at_register"] == [], f"FastDeploy's ops ran: {got['calls_at_register']}"
+    assert got["held_at_register"] == {key: "deferred" for key in KEYS}, got["held_at_register"]
+    assert got["fastdeploy_left_at_register"] == [], got["fastdeploy_left_at_register"]
+    assert len(got["log_at_register"]) == 1 and got["log_at_register"][0][0] == "INFO"
 
 
 def test_register_twice_changes_nothing(entry_point):
@@ -117,39 +184,52 @@ def test_register_twice_changes_nothing(entry_point):
     assert got["mismatch"] is None, got["mismatch"]
     assert got["fastdeploy_left"] == [] and got["proposer_uses_ops_module"]
     assert got["second_call_changed"] == [], got["second_call_changed"]
-    assert got["second_call_logged"] == [] and len(got["log"]) == 1
+    assert got["second_call_logged"] == [] and len(got["log_at_register"]) == 1
 
 
-def assert_untouched(got, proposer_first=True):
-    """FastDeploy's op objects are where they were, and its op ran."""
-    assert set(HELD + (HELD_BY_ALIAS if proposer_first else [])) <= set(got["fastdeploy_left"]), \
-        got["fastdeploy_left"]
-    assert got["calls"] == [["draft_model_preprocess", "extension"]], (got["calls"],
-                                                                       got.get("call_error"))
+@pytest.mark.parametrize("commit,form", [
+    ("9018ccf74", "pr6403"), ("2178f2829", "pr5738"),  # the other of the two forms
+    ("9018ccf74", "recompute"),  # commit 0956b09a's rules (on no FastDeploy branch)
+])
+def test_fastdeploy_mtp_form_chooses_among_the_forms_of_fastdeploy_s_signature(entry_point,
+                                                                               commit, form):
+    """FastDeploy's 22-tensor op is the pr5738, pr6403 and recompute forms'
+    signature: the variable chooses, and no probe runs."""
+    got, _ = drive(entry_point, commit, {**ENABLED, plugin.FORM_VARIABLE: form},
+                   proposer_first=True, run=form)
+    assert got["mismatch"] is None, got["mismatch"]
+    assert got["mask_rule"] == [RULE_OF[form]], got["mask_rule"]
+    assert got["signature"] == op_parameters(form)
+    assert got["held"] == ours(form), got["held"]
+    assert got["fastdeploy_left"] == [], got["fastdeploy_left"]
+    assert got["calls"] == [] and got["probe_calls"] == [], (got["calls"], got["probe_calls"])
+    assert len(got["log"]) == 1, got["log"]
+    level, line = got["log"][0]
+    assert level == "INFO" and f"our {form} form" in line
+    assert f"{plugin.FORM_VARIABLE}={form}" in line, line
+
+
+# --- Where FastDeploy's ops stay -----------------------------------------------
+
+def assert_untouched(got):
+    """FastDeploy's op objects are where they were, and its ops ran the
+    proposer's calls (computing what the models of its version's form do)."""
+    assert got["held_at_register"] == fastdeploy_s() and got["held"] == fastdeploy_s()
+    assert set(HELD[PRE] + HELD[MASK]) <= set(got["fastdeploy_left"]), got["fastdeploy_left"]
+    assert got["calls"] == ALL_CALLS and got["probe_calls"] == [], (got["calls"],
+                                                                    got["probe_calls"])
+    assert got["mismatch"] is None, got["mismatch"]
+    assert got["loads"] == [], got["loads"]
 
 
 def test_an_unknown_signature_leaves_fastdeploy_s_ops(entry_point):
-    got, _ = drive(entry_point, "ba915e03e", ENABLED, proposer_first=True, run="fastdeploy")
-    assert_untouched(got)
+    got, _ = drive(entry_point, "52eda7fdb", ENABLED, proposer_first=True)
+    assert got["held"] == fastdeploy_s([PRE, "static_op_" + PRE]), got["held"]
+    assert set(HELD[PRE]) <= set(got["fastdeploy_left"]), got["fastdeploy_left"]
     assert len(got["log"]) == 1, got["log"]
     level, line = got["log"][0]
-    assert level == "WARNING" and "takes 24 parameters" in line and "stay in place" in line, line
-
-
-def test_fastdeploy_mtp_form_chooses_among_the_forms_of_fastdeploy_s_signature(entry_point):
-    """FastDeploy 9018ccf74's 22-tensor op is the pr5738 form's signature, and
-    the recompute form's too: the variable chooses the recompute form's rules
-    for it (the proposer calls it as it calls its own)."""
-    got, _ = drive(entry_point, "9018ccf74", {**ENABLED, plugin.FORM_VARIABLE: "recompute"},
-                   proposer_first=True, run="recompute", form="recompute")
-    assert got["mismatch"] is None, got["mismatch"]
-    assert got["signature"] == op_parameters("recompute")
-    assert got["fastdeploy_left"] == [], got["fastdeploy_left"]
-    assert got["static_names_hold_library"] is True, got["static_names_hold_library"]
-    assert len(got["log"]) == 1, got["log"]
-    level, line = got["log"][0]
-    assert level == "INFO" and "our recompute form" in line
-    assert f"{plugin.FORM_VARIABLE}=recompute" in line, line
+    assert level == "WARNING" and "takes 22 parameters" in line, line
+    assert "as none of our forms does" in line and "stay in place" in line, line
 
 
 @pytest.mark.parametrize("commit,form", [
@@ -163,7 +243,7 @@ def test_fastdeploy_mtp_form_of_another_signature_leaves_fastdeploy_s_ops(entry_
     worker. So the variable is not followed there: one line, FastDeploy's ops
     stay."""
     got, _ = drive(entry_point, commit, {**ENABLED, plugin.FORM_VARIABLE: form},
-                   proposer_first=True, run="fastdeploy")
+                   proposer_first=True, run="pr5738" if commit == "9018ccf74" else "pr5245")
     assert_untouched(got)
     assert len(got["log"]) == 1, got["log"]
     level, line = got["log"][0]
@@ -176,7 +256,7 @@ def test_fastdeploy_mtp_form_of_another_signature_leaves_fastdeploy_s_ops(entry_
     ({**ENABLED, plugin.FORM_VARIABLE: "bogus"}, "'bogus' is none of our forms"),
 ])
 def test_fastdeploy_s_ops_stay_unless_enabled_and_valid(entry_point, env, said):
-    got, _ = drive(entry_point, "9018ccf74", env, proposer_first=True, run="fastdeploy")
+    got, _ = drive(entry_point, "9018ccf74", env, proposer_first=True, run="pr5738")
     assert_untouched(got)
     if said is None:
         assert got["log"] == []
@@ -185,21 +265,52 @@ def test_fastdeploy_s_ops_stay_unless_enabled_and_valid(entry_point, env, said):
 
 
 def test_a_library_that_fails_to_load_leaves_fastdeploy_s_ops(entry_point):
-    """register() raises nothing (FastDeploy would not catch it): one line,
-    FastDeploy's ops in place, FastDeploy's import goes on."""
-    got, _ = drive(entry_point, "9018ccf74", ENABLED, proposer_first=True, run="fastdeploy",
+    """The library loads at the first call; where it fails, that call and
+    every later one go to FastDeploy's ops, which are back in every module,
+    the load is not tried again, and one WARNING line says why. Nothing is
+    raised (FastDeploy's proposer would not catch it)."""
+    got, _ = drive(entry_point, "9018ccf74", ENABLED, proposer_first=True, run="pr5738",
                    break_library=True)
-    assert_untouched(got)
-    assert len(got["log"]) == 1, got["log"]
-    level, line = got["log"][0]
-    assert level == "WARNING" and "the compiler is missing" in line and "stay in place" in line
+    assert got["held_at_register"] == {key: "deferred" for key in KEYS}
+    assert got["held"] == fastdeploy_s(), got["held"]
+    assert set(HELD[PRE] + HELD[MASK]) <= set(got["fastdeploy_left"]), got["fastdeploy_left"]
+    assert got["calls"] == ALL_CALLS and got["probe_calls"] == [], got["calls"]
+    assert got["mismatch"] is None, got["mismatch"]
+    assert got["loads"] == ["pr5738"], f"one try, at the first call: {got['loads']}"
+    assert [lvl for lvl, _ in got["log"]] == ["INFO", "WARNING"], got["log"]
+    line = got["log"][1][1]
+    assert "the compiler is missing" in line and "stay in use in this process" in line, line
+
+
+@pytest.mark.parametrize("commit,upset,said", [
+    ("9018ccf74", "raise", "could not run (RuntimeError: the probe's tensors are refused)"),
+    ("2178f2829", "nothing", "left decode_states [1, 7], attn_mask_offsets [0, 0], "
+                             "attn_mask_offsets_decoder [3], mask_rollback [0], as none of our "
+                             "forms pr5738, pr6403 does"),
+])
+def test_a_probe_that_cannot_tell_leaves_fastdeploy_s_mask_op(entry_point, commit, upset, said):
+    """A probe of FastDeploy's mask op that raises, or leaves what neither
+    form's op leaves: one WARNING line, FastDeploy's mask op for the process
+    (back in every module), our preprocess (one kernel for both forms)."""
+    form = {"9018ccf74": "pr5738", "2178f2829": "pr6403"}[commit]
+    got, _ = drive(entry_point, commit, ENABLED, proposer_first=True, run=form, mask_upset=upset)
+    assert got["probe_calls"] == [MASK_CALL], got["probe_calls"]
+    assert got["calls"] == [MASK_CALL, MASK_CALL], got["calls"]
+    assert got["held"] == {**ours("pr5738"), **fastdeploy_s([MASK, "static_op_" + MASK])}, \
+        got["held"]
+    assert set(HELD[MASK]) <= set(got["fastdeploy_left"]), got["fastdeploy_left"]
+    assert not set(HELD[PRE]) & set(got["fastdeploy_left"]), got["fastdeploy_left"]
+    assert got["mismatch"] is None and got["mask_rule"] == [RULE_OF[form]], got
+    assert [lvl for lvl, _ in got["log"]] == ["INFO", "WARNING"], got["log"]
+    line = got["log"][1][1]
+    assert said in line and "FastDeploy's update_attn_mask_offsets stays in use" in line, line
 
 
 def test_a_failure_register_does_not_foresee_is_one_line(entry_point):
     """FastDeploy does not catch what a plugin raises
     (fastdeploy/plugins/model_register/__init__.py line 34 at c29e86fc9)."""
     got, _ = drive(entry_point, "9018ccf74", ENABLED, proposer_first=True, hostile_op=True)
-    assert set(HELD + HELD_BY_ALIAS) <= set(got["fastdeploy_left"]), got["fastdeploy_left"]
+    assert set(HELD[PRE] + HELD[MASK]) <= set(got["fastdeploy_left"]), got["fastdeploy_left"]
     assert len(got["log"]) == 1, got["log"]
     level, line = got["log"][0]
     assert level == "WARNING" and "RuntimeError: a signature that cannot be read" in line, line
@@ -211,34 +322,217 @@ def test_no_fastdeploy_op_is_one_line(entry_point):
 
 
 @pytest.mark.parametrize("env,said", [
-    (ENABLED, "using our pr5738 form"),  # Paddle, imported, gave the root logger a handler
+    (ENABLED, "using our pr5738 form's"),  # Paddle, imported, gave the root logger a handler
     ({**ENABLED, plugin.FORM_VARIABLE: "bogus"}, "'bogus' is none of our forms"),  # nothing did
 ])
 def test_the_line_reaches_stderr_where_the_process_configured_no_logging(entry_point, env, said):
     _, err = drive(entry_point, "9018ccf74", env, capture_log=False)
-    ours = [ln for ln in err.splitlines() if said in ln]
-    assert len(ours) == 1, err[-2000:]
+    found = [ln for ln in err.splitlines() if said in ln]
+    assert len(found) == 1, err[-2000:]
 
 
-# --- The choice itself, in this process (nothing loaded) ---------------------
+# --- The choice itself, in this process ----------------------------------------
 
 def test_the_signature_table_is_our_shipped_forms_registered_inputs():
-    assert plugin.SIGNATURES == {FORMS[f]["draft_model_preprocess"].input_names: (f,)
-                                 for f in ("pr5738", "shadow")}
+    assert plugin.SHIPPED_FORMS == ("pr5245", "pr5738", "pr6403", "shadow")
+    assert plugin.SIGNATURES == {
+        FORMS["pr5245"][PRE].input_names: ("pr5245",),
+        FORMS["pr5738"][PRE].input_names: ("pr5738", "pr6403"),
+        FORMS["shadow"][PRE].input_names: ("shadow",)}
     # Ours alone, and commit 0956b09a's (on no FastDeploy branch): never detected.
     assert all("rollback" not in forms and "recompute" not in forms
                for forms in plugin.SIGNATURES.values())
 
 
-def test_choose_takes_the_one_candidate_and_tells_several_apart_by_probes(monkeypatch):
-    fastdeploy_op = object()
-    assert plugin.choose(("recompute",), fastdeploy_op) == "recompute"
-    assert plugin.choose(("recompute", "rollback"), fastdeploy_op) is None
+def test_forms_that_share_a_signature_have_a_probe_and_one_preprocess_kernel():
+    """The probe runs at the mask op's first call, after the preprocess has
+    run: the preprocess must be the same for every form the probe may
+    choose."""
+    shared = [forms for forms in plugin.SIGNATURES.values() if len(forms) > 1]
+    assert shared and all(forms in plugin.PROBES for forms in shared)
+    for forms in shared:
+        assert set(plugin.PROBES[forms].expect) == set(forms)
+        assert len({preprocess_form(f) for f in forms}) == 1
+        assert len(set(plugin.PROBES[forms].expect.values())) == len(forms)
+
+
+def as_fastdeploy_op(model):
+    """A numpy model of a mask kernel as FastDeploy's op is called: paddle
+    tensors positionally, written in place, one tensor back."""
+    import paddle
+
+    names, to_tensor = FORMS["pr5738"][MASK].input_names, paddle.to_tensor
+
+    def op(*tensors):
+        state = {n: t.numpy().copy() for n, t in zip(names, tensors)}
+        out = model(**state)
+        for n, t in zip(names, tensors):
+            t.set_value(state[n])
+        return to_tensor(out, place=tensors[0].place)
+
+    return op
+
+
+@pytest.mark.parametrize("form,model", [
+    ("pr5738", reference.update_attn_mask_offsets),
+    ("pr6403", reference.update_attn_mask_offsets_pr6403)])
+def test_the_probe_expects_what_each_form_s_op_and_fastdeploy_s_kernel_leave(form, model):
+    """Our form's registered op (every output back, as Paddle's generated
+    function returns them) and the model of FastDeploy's kernel (one tensor
+    back, as FastDeploy's op returns it) leave what the probe expects of the
+    form."""
+    import paddle
+
+    from fastdeploy_mtp import forms
+
+    probe = plugin.PROBES[("pr5738", "pr6403")]
+    raw = forms.load(form).library.update_attn_mask_offsets
+    assert probe.run(raw, paddle.CPUPlace()) == probe.expect[form]
+    assert probe.run(as_fastdeploy_op(model), paddle.CPUPlace()) == probe.expect[form]
+    assert plugin.choose(("pr5738", "pr6403"), as_fastdeploy_op(model),
+                         paddle.CPUPlace())[0] == form
+
+
+def test_the_probe_builds_its_state_on_the_place_it_is_given(monkeypatch):
+    """Every tensor of the probe is made on the place of the call it runs at
+    (a GPU op runs only on its own device's tensors)."""
+    import paddle
+
+    place, asked = object(), []
+    to_tensor = paddle.to_tensor
+    fastdeploy_op = as_fastdeploy_op(reference.update_attn_mask_offsets)
+
+    def recording(data, dtype=None, place=None, stop_gradient=True):
+        asked.append(place)
+        return to_tensor(data, dtype=dtype, place=paddle.CPUPlace(), stop_gradient=stop_gradient)
+
+    monkeypatch.setattr(paddle, "to_tensor", recording)
+    plugin.PROBES[("pr5738", "pr6403")].run(fastdeploy_op, place)
+    assert len(asked) == 10 and all(p is place for p in asked), asked
+
+
+def test_the_place_is_that_of_the_call_s_ids_remove_padding():
+    import paddle
+
+    ids, other = paddle.to_tensor([1]), paddle.to_tensor([2])
+    assert plugin._call_place((ids, other), {}) == ids.place
+    assert plugin._call_place((), {"seq_lens_this_time": other, "ids_remove_padding": ids}) \
+        == ids.place
+    with pytest.raises(TypeError, match="not a paddle.Tensor"):
+        plugin._call_place((np.zeros(1),), {})
+    paddle.enable_static()
+    try:
+        with pytest.raises(RuntimeError, match="static graph"):
+            plugin._call_place((ids,), {})
+    finally:
+        paddle.disable_static()
+
+
+def test_choose_takes_the_one_candidate_and_tells_several_apart_by_their_probe(monkeypatch):
     seen = []
-    monkeypatch.setitem(plugin.PROBES, "recompute", lambda op: seen.append(op) or False)
-    monkeypatch.setitem(plugin.PROBES, "rollback", lambda op: True)
-    assert plugin.choose(("recompute", "rollback"), fastdeploy_op) == "rollback"
-    assert seen == [fastdeploy_op]
+    probe = plugin.Probe(op=MASK, state="s", run=lambda op, place: seen.append((op, place)) or op,
+                         expect={"pr5738": "a", "pr6403": "b"}, fields=("x",))
+    monkeypatch.setitem(plugin.PROBES, ("pr5738", "pr6403"), probe)
+    assert plugin.choose(("pr5245",))[0] == "pr5245" and seen == []
+    assert plugin.choose(("pr5738", "pr6403"), "b", "here")[0] == "pr6403"
+    assert seen == [("b", "here")]
+    assert plugin.choose(("pr5738", "pr6403"), "a", "here")[0] == "pr5738"
+    form, what = plugin.choose(("pr5738", "pr6403"), "c", "here")
+    assert form is None and "as none of our forms" in what, what
+    assert plugin.choose(("rollback", "recompute"), "a", "here")[0] is None
+
+
+class FakeOps:
+    """FastDeploy's ops module, for _Deferred: its two ops by name."""
+
+    def __init__(self, **ops):
+        self.__dict__.update(ops)
+
+
+def test_the_first_calls_of_many_threads_run_one_probe(caplog):
+    """The choice is made once per process, under a lock: threads that call
+    the mask op's stand-in at once wait for the one probe, then all run the
+    chosen op."""
+    import paddle
+
+    calls, lock = [], threading.Lock()
+    model = as_fastdeploy_op(reference.update_attn_mask_offsets_pr6403)
+
+    def fastdeploy_mask(*tensors):
+        with lock:
+            calls.append(tensors[0].shape[0])
+        time.sleep(0.05)  # a slow probe: the other threads arrive meanwhile
+        return model(*tensors)
+
+    deferred = plugin._Deferred(FakeOps(draft_model_preprocess=lambda *a: None,
+                                        update_attn_mask_offsets=fastdeploy_mask),
+                                ("pr5738", "pr6403"))
+    stand_in = deferred.stand_ins[MASK]
+    rng = np.random.default_rng(3)
+    from fastdeploy_mtp.buffers import tensors
+    from fastdeploy_mtp.harness import states
+
+    inputs = [states.mask_state(rng, 4) for _ in range(6)]
+    outs = [None] * len(inputs)
+
+    def call(k):
+        t = tensors(inputs[k])
+        outs[k] = (stand_in(*[t[n] for n in FORMS["pr6403"][MASK].input_names]).numpy(),
+                   t["decode_states"].numpy())
+
+    with caplog.at_level(logging.INFO, logger=plugin.LOGGER_NAME):
+        threads = [threading.Thread(target=call, args=(k,)) for k in range(len(inputs))]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    assert calls == [1], f"FastDeploy's mask op ran {len(calls)} times: {calls}"
+    assert [r.levelname for r in caplog.records] == ["INFO"], caplog.records
+    assert "using our pr6403 form's" in caplog.records[0].getMessage()
+    for k, s in enumerate(inputs):
+        want = {n: v.copy() for n, v in s.items()}
+        out = reference.update_attn_mask_offsets_pr6403(**want)
+        np.testing.assert_array_equal(outs[k][0], out)
+        np.testing.assert_array_equal(outs[k][1], want["decode_states"])
+    assert deferred.chosen[MASK].fastdeploy_mtp_form == "pr6403"
+    assert paddle.in_dynamic_mode()
+
+
+def test_a_first_call_in_a_static_graph_keeps_fastdeploy_s_mask_op(caplog):
+    """The probe runs FastDeploy's op eagerly; a static graph runs nothing
+    then: one WARNING line, FastDeploy's mask op for the process."""
+    import paddle
+
+    fastdeploy_mask = object()
+    deferred = plugin._Deferred(FakeOps(draft_model_preprocess=lambda *a: None,
+                                        update_attn_mask_offsets=fastdeploy_mask),
+                                ("pr5738", "pr6403"))
+    paddle.enable_static()
+    try:
+        with caplog.at_level(logging.INFO, logger=plugin.LOGGER_NAME):
+            chosen = deferred.choose(MASK, (None,), {})
+    finally:
+        paddle.disable_static()
+    assert chosen[MASK] is fastdeploy_mask
+    assert [r.levelname for r in caplog.records] == ["WARNING"], caplog.records
+    assert "static graph" in caplog.records[0].getMessage()
+
+
+def test_ours_return_what_fastdeploy_s_return():
+    """In dynamic mode FastDeploy's preprocess returns nothing and its mask op
+    one tensor; in a static graph both return every output."""
+    import paddle
+
+    def raw(*args):
+        return ["first", "second"]
+
+    assert plugin._as_fastdeploy_returns(raw, "pr5738", keep_first=False)() is None
+    assert plugin._as_fastdeploy_returns(raw, "pr5738", keep_first=True)() == "first"
+    paddle.enable_static()
+    try:
+        assert plugin._as_fastdeploy_returns(raw, "pr5738", keep_first=True)() == raw()
+    finally:
+        paddle.disable_static()
 
 
 class ExtensionFunction:
@@ -251,37 +545,29 @@ class ExtensionFunction:
         pass
 
 
-@pytest.mark.parametrize("form", ["pr5738", "shadow"])
-def test_an_extension_function_s_parameters_are_read_from_its_docstring(form):
+@pytest.mark.parametrize("form,candidates", [
+    ("pr5245", ("pr5245",)), ("pr5738", ("pr5738", "pr6403")), ("shadow", ("shadow",))])
+def test_an_extension_function_s_parameters_are_read_from_its_docstring(form, candidates):
     """Names where it states them, else their number (argN)."""
     params = op_parameters(form)
-    named = ExtensionFunction("draft_model_preprocess", params)
+    named = ExtensionFunction(PRE, params)
     assert plugin._parameters(named) == (tuple(params), len(params))
-    unnamed = ExtensionFunction("draft_model_preprocess", [f"arg{k}" for k in range(len(params))])
+    unnamed = ExtensionFunction(PRE, [f"arg{k}" for k in range(len(params))])
     assert plugin._parameters(unnamed) == (None, len(params))
 
-    class Ops:
-        pass
-
-    ops = Ops()
-    ops.__dict__.update(draft_model_preprocess=unnamed)
-    assert plugin._detect(ops, unnamed)[0] == form
-    unknown = ExtensionFunction("draft_model_preprocess", ["arg0"] * (len(params) + 1))
+    ops = FakeOps(draft_model_preprocess=unnamed)
+    assert plugin._detect(ops, unnamed)[0] == candidates
+    assert plugin._detect(ops, named)[0] == candidates
+    unknown = ExtensionFunction(PRE, ["arg0"] * (len(params) + 1))
     assert plugin._detect(ops, unknown)[0] is None
 
 
 def test_a_mask_op_of_another_form_makes_the_signature_unknown():
     """FastDeploy's preprocess of one form beside a mask op of another: neither is replaced."""
-    class Ops:
-        pass
-
-    ops = Ops()
-    preprocess = ExtensionFunction("draft_model_preprocess", op_parameters("pr5738"))
-    mask = ExtensionFunction("update_attn_mask_offsets",
-                             FORMS["shadow"]["update_attn_mask_offsets"].input_names)
-    ops.__dict__.update(draft_model_preprocess=preprocess, update_attn_mask_offsets=mask)
+    preprocess = ExtensionFunction(PRE, op_parameters("pr5738"))
+    mask = ExtensionFunction(MASK, FORMS["shadow"][MASK].input_names)
+    ops = FakeOps(draft_model_preprocess=preprocess, update_attn_mask_offsets=mask)
     form, what = plugin._detect(ops, preprocess)
     assert form is None and "update_attn_mask_offsets takes 8 parameters" in what, what
-    ops.__dict__["update_attn_mask_offsets"] = ExtensionFunction(
-        "update_attn_mask_offsets", FORMS["pr5738"]["update_attn_mask_offsets"].input_names)
-    assert plugin._detect(ops, preprocess)[0] == "pr5738"
+    ops.__dict__[MASK] = ExtensionFunction(MASK, FORMS["pr6403"][MASK].input_names)
+    assert plugin._detect(ops, preprocess)[0] == ("pr5738", "pr6403")

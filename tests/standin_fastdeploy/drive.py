@@ -1,23 +1,45 @@
 """One process of tests/test_plugin.py: FastDeploy's stand-in (this folder,
 its commit STANDIN_FASTDEPLOY_COMMIT) loads its plugins as FastDeploy does,
 by importing its models package; this script then reports, as one JSON line
-starting with RESULT, what the plugin logged, which of FastDeploy's op
-objects any module still holds, and what the stand-in's proposer did when it
-called the ops on real tensors, compared with fastdeploy_mtp.reference.
+starting with RESULT, what the plugin logged and did before any op was
+called, and what the stand-in's proposer did when it called the ops on real
+tensors, compared with the numpy models of the form's ops.
 
 Its argument is a JSON object:
   proposer_first  import the proposer (and a module holding two of the ops
                   under other names) before the plugins are loaded
   break_library   fastdeploy_mtp.forms.load raises, as a failed build does
   register_twice  call the plugin's register() again, and report any change
-  run             "recompute", "pr5738" or "shadow": call the proposer with a state of
-                  that form and compare with the reference; "fastdeploy":
-                  call it and report the stand-in ops' calls
-  form            the form whose library the static-graph names should hold
+  run             a form ("pr5245", "pr5738", "pr6403", "recompute",
+                  "shadow"): call the proposer's preprocess once and its mask
+                  op twice with a state of that form, and compare with that
+                  form's models
+  mask_upset      what FastDeploy's mask op does at its first call instead of
+                  its kernel: "raise" (a RuntimeError) or "nothing" (changes
+                  nothing, returns zeros)
   hostile_op      FastDeploy's draft_model_preprocess is an object whose
                   signature raises when read (a failure register() does not foresee)
   capture_log     collect the fastdeploy_mtp logger's records (else the
                   plugin's line goes wherever the plugin sends it)
+
+The report's keys:
+  log, log_at_register        every record, and those logged by register()
+  loads, loads_at_register    the forms fastdeploy_mtp.forms.load was asked
+                              for, in all and before the first op call
+  library_at_register         whether our op library was loaded then
+  calls_at_register           FastDeploy's op calls then
+  held_at_register, held      what FastDeploy's ops module holds under each
+                              op's two names, before and after the run:
+                              "fastdeploy", "deferred" (the plugin's
+                              stand-in), a form (our op of that form), else "other"
+  fastdeploy_left_at_register, fastdeploy_left
+                              every module:name holding one of FastDeploy's
+                              op objects, before and after the run
+  calls                       the proposer's calls that reached FastDeploy's ops
+  probe_calls                 FastDeploy's op calls on tensors not the proposer's
+  mismatch                    None, or what differs from the form's models
+  mask_rule                   the decode_states rules (pr5738: 9018ccf74's,
+                              pr6403: 2178f2829's) the proposer's calls followed
 """
 
 import importlib
@@ -39,17 +61,28 @@ if spec.get("capture_log", True):
     logging.getLogger().addHandler(Collect())
     logging.getLogger().setLevel(logging.INFO)
 
-if spec.get("break_library"):
-    from fastdeploy_mtp import _build, forms
+from fastdeploy_mtp import _build, forms  # noqa: E402
+from fastdeploy_mtp import ops as our_ops  # noqa: E402
+from fastdeploy_mtp.signature import FORMS, op_name  # noqa: E402
 
-    def load(form="rollback"):
+LOADS = []
+_load = forms.load
+
+
+def load(form="rollback"):
+    LOADS.append(form)
+    if spec.get("break_library"):
         raise _build.BuildError("building the op library failed: the compiler is missing")
+    return _load(form)
 
-    forms.load = load
+
+forms.load = load
 
 import fastdeploy.model_executor.ops.gpu as fd_ops  # noqa: E402
 
 ORIGINALS = dict(fd_ops.ORIGINALS)
+KEYS = [p + op for op in ("draft_model_preprocess", "update_attn_mask_offsets")
+        for p in ("", "static_op_")]
 if spec.get("hostile_op"):
     class Hostile:
         @property
@@ -65,7 +98,8 @@ if spec.get("proposer_first"):
 
     holder = types.ModuleType("standin_holder")
     holder.preprocess_by_another_name = fd_ops.draft_model_preprocess
-    holder.static_mask_by_another_name = fd_ops.static_op_update_attn_mask_offsets
+    holder.static_mask_by_another_name = getattr(fd_ops, "static_op_update_attn_mask_offsets",
+                                                 None)
     sys.modules["standin_holder"] = holder
 
 importlib.import_module("fastdeploy.model_executor.models")  # loads the plugins, as FastDeploy does
@@ -73,6 +107,11 @@ from fastdeploy.model_executor.ops.gpu import fastdeploy_ops  # noqa: E402
 
 if fastdeploy_ops.REGISTERED[fastdeploy_ops.COMMIT]:  # with no op, the proposer does not import
     import fastdeploy.spec_decode.mtp as mtp
+
+if spec.get("mask_upset"):
+    fastdeploy_ops.update_attn_mask_offsets.upsets.append(
+        RuntimeError("the probe's tensors are refused") if spec["mask_upset"] == "raise"
+        else "nothing")
 
 
 def holders():
@@ -89,13 +128,43 @@ def holders():
     return sorted(found)
 
 
+def held():
+    """What FastDeploy's ops module holds under each op's names."""
+    library = our_ops.load_library() if our_ops.load_library.cache_info().currsize else None
+    out = {}
+    for key in KEYS:
+        value = fd_ops.__dict__.get(key)
+        name = key[len("static_op_"):] if key.startswith("static_op_") else key
+        if value is None:
+            continue
+        if value is ORIGINALS.get(key):
+            out[key] = "fastdeploy"
+        elif getattr(value, "fastdeploy_mtp_deferred", False):
+            out[key] = "deferred"
+        elif key == name and getattr(value, "fastdeploy_mtp_form", None):
+            out[key] = value.fastdeploy_mtp_form
+        else:
+            mine = [f for f in FORMS if library is not None
+                    and value is getattr(library, op_name(f, FORMS[f][name]), None)]
+            out[key] = mine[0] if mine else "other"
+    return out
+
+
 def snapshot():
     return {f"{m}:{n}": id(v) for m, mod in list(sys.modules.items())
             if isinstance(getattr(mod, "__dict__", None), dict)
             for n, v in list(vars(mod).items()) if callable(v)}
 
 
-result = {"log": records, "fastdeploy_left": holders()}
+result = {
+    "log_at_register": list(records),
+    "loads_at_register": list(LOADS),
+    "library_at_register": bool(our_ops.load_library.cache_info().currsize
+                                or _build.MODULE_NAME in sys.modules),
+    "calls_at_register": [list(c[:2]) for c in fastdeploy_ops.CALLS],
+    "held_at_register": held(),
+    "fastdeploy_left_at_register": holders(),
+}
 try:
     import inspect
 
@@ -105,19 +174,7 @@ except Exception:  # none, or one that cannot be read
 if fastdeploy_ops.REGISTERED[fastdeploy_ops.COMMIT]:
     result["proposer_uses_ops_module"] = (
         mtp.draft_model_preprocess is fd_ops.draft_model_preprocess
-        and mtp.update_attn_mask_offsets is fd_ops.update_attn_mask_offsets)
-if spec.get("form"):
-    from fastdeploy_mtp import forms
-
-    try:
-        library = forms.load(spec["form"]).library
-        result["static_names_hold_library"] = (
-            getattr(fd_ops, "static_op_draft_model_preprocess", None)
-            is library.draft_model_preprocess
-            and getattr(fd_ops, "static_op_update_attn_mask_offsets", None)
-            is library.update_attn_mask_offsets)
-    except Exception as e:  # another form's library is loaded
-        result["static_names_hold_library"] = f"{type(e).__name__}: {e}"
+        and mtp.update_attn_mask_offsets is getattr(fd_ops, "update_attn_mask_offsets", None))
 
 if spec.get("register_twice"):
     from fastdeploy_mtp import plugin
@@ -130,30 +187,55 @@ if spec.get("register_twice"):
     result["second_call_logged"] = records[logged:]
 
 
-def state_and_reference(form):
+def state_and_models(form):
     """A valid state of `form`'s ops (numpy, keyed by input name), the
-    attributes, and the reference functions of its two ops."""
+    attributes, and the models of its two ops (each takes the state, changes
+    it in place; the mask op's returns its output)."""
     from fastdeploy_mtp import reference, reference_fastdeploy
     from fastdeploy_mtp.harness import states
 
     rng = np.random.default_rng(7)
-    if form in ("recompute", "pr5738"):
-        pre = states.recompute_state(rng, 24, num_model_step=3)
-        attrs = {"num_model_step": 3, "truncate_first_token": True, "splitwise_prefill": False,
-                 "kvcache_scheduler_v1": True}
-        ref = (reference.draft_model_preprocess_recompute if form == "recompute" else
-               lambda **s: reference_fastdeploy.draft_model_preprocess_pr5738(
-                   {n: s[n] for n in pre}, **{a: s[a] for a in attrs}))
-        return pre, attrs, ref, states.mask_state(rng, 24), reference.update_attn_mask_offsets
-    pre = states.shadow_state(rng, 24, num_model_step=3)
-    attrs = {"num_model_step": 3, "is_splitwise_prefill": False}
-    return (pre, attrs, reference.draft_model_preprocess_shadow, states.shadow_mask_state(rng, 24),
-            reference.update_attn_mask_offsets_shadow)
+    if form == "shadow":
+        pre = states.shadow_state(rng, 24, num_model_step=3)
+        attrs = {"num_model_step": 3, "is_splitwise_prefill": False}
+        return (pre, attrs, lambda s: reference.draft_model_preprocess_shadow(**s, **attrs),
+                states.shadow_mask_state(rng, 24),
+                lambda s: reference.update_attn_mask_offsets_shadow(**s))
+    pre = states.recompute_state(rng, 24, num_model_step=3)
+    pre = {n: pre[n] for n in FORMS[form]["draft_model_preprocess"].input_names}
+    attrs = {"num_model_step": 3, "truncate_first_token": True, "splitwise_prefill": False,
+             "kvcache_scheduler_v1": True}
+    if form == "recompute":
+        ref_pre = lambda s: reference.draft_model_preprocess_recompute(**s, **attrs)  # noqa: E731
+    else:  # FastDeploy's kernels: pr6403's preprocess is pr5738's
+        version = "pr5245" if form == "pr5245" else "pr5738"
+        kernel = getattr(reference_fastdeploy, f"draft_model_preprocess_{version}")
+        ref_pre = lambda s: kernel(s, **attrs)  # noqa: E731
+    return pre, attrs, ref_pre, states.mask_state(rng, 24), MASK_RULES[
+        "pr6403" if form == "pr6403" else "pr5738"]
+
+
+def _mask_rule(name):
+    def run(s):
+        from fastdeploy_mtp import reference
+
+        return getattr(reference, name)(**s)
+
+    return run
+
+
+# The two decode_states rules of the ten-tensor mask op.
+MASK_RULES = {"pr5738": _mask_rule("update_attn_mask_offsets"),
+              "pr6403": _mask_rule("update_attn_mask_offsets_pr6403")}
+MASK_CALLS = 2
 
 
 def call_proposer(pre, attrs, mask):
-    """The stand-in proposer's two calls, its arguments in the order of
-    FastDeploy's registration (the stand-in's), taken from the states by name."""
+    """The stand-in proposer's calls (preprocess once, the mask op
+    MASK_CALLS times), its arguments in the order of FastDeploy's
+    registration (the stand-in's), taken from the states by name. Returns
+    the states after them, the mask op's outputs and the ids of the
+    proposer's tensors."""
     import paddle
 
     from fastdeploy_mtp.buffers import tensors
@@ -163,40 +245,53 @@ def call_proposer(pre, attrs, mask):
     t = tensors(pre)
     mtp.prepare_inputs([t[n] for n in inputs], [attrs[n] for n in attr_names])
     m = tensors(mask)
-    out = paddle.zeros([2 * mask["ids_remove_padding"].shape[0]], "int32")
-    mtp.update_mask([m[n] for n in registered["update_attn_mask_offsets"][0].split()], out)
-    return ({k: v.numpy() for k, v in t.items()}, out.numpy(), {k: v.numpy() for k, v in m.items()})
+    outs = []
+    for _ in range(MASK_CALLS):
+        out = paddle.zeros([2 * mask["ids_remove_padding"].shape[0]], "int32")
+        mtp.update_mask([m[n] for n in registered["update_attn_mask_offsets"][0].split()], out)
+        outs.append(out.numpy())
+    ids = {id(v) for v in list(t.values()) + list(m.values())}
+    return ({k: v.numpy() for k, v in t.items()}, outs, {k: v.numpy() for k, v in m.items()},
+            ids)
+
+
+def copied(s):
+    return {k: v.copy() for k, v in s.items()}
 
 
 run = spec.get("run")
-if run in ("recompute", "pr5738", "shadow"):
-    pre, attrs, ref_pre, mask, ref_mask = state_and_reference(run)
+if run:
+    pre, attrs, ref_pre, mask, ref_mask = state_and_models(run)
+    ids = set()
     try:
-        got_pre, got_out, got_mask = call_proposer(pre, attrs, mask)
-        want_pre = {k: v.copy() for k, v in pre.items()}
-        ref_pre(**want_pre, **attrs)
-        want_mask = {k: v.copy() for k, v in mask.items()}
-        want_out = ref_mask(**want_mask)
+        got_pre, got_outs, got_mask, ids = call_proposer(pre, attrs, mask)
+        want_pre = copied(pre)
+        ref_pre(want_pre)
+        want_mask = copied(mask)
+        want_outs = [ref_mask(want_mask) for _ in range(MASK_CALLS)]
         bad = [f"preprocess {k}" for k in pre if not np.array_equal(got_pre[k], want_pre[k])]
         bad += [f"mask {k}" for k in mask if not np.array_equal(got_mask[k], want_mask[k])]
-        bad += [] if np.array_equal(got_out, want_out) else ["mask attn_mask_offsets"]
+        bad += [f"mask attn_mask_offsets, call {c + 1}" for c in range(MASK_CALLS)
+                if not np.array_equal(got_outs[c], want_outs[c])]
         # The state must move, or "equal" would not tell our op from one that does nothing.
         moved = any(not np.array_equal(want_pre[k], pre[k]) for k in pre)
-        result["mismatch"] = (", ".join(bad) or None) if moved else "the reference changed nothing"
+        result["mismatch"] = (", ".join(bad) or None) if moved else "the model changed nothing"
+        if run != "shadow":
+            rules = []
+            for rule, model in MASK_RULES.items():
+                s = copied(mask)
+                for _ in range(MASK_CALLS):
+                    model(s)
+                rules += [rule] if np.array_equal(s["decode_states"], got_mask["decode_states"]) \
+                    else []
+            result["mask_rule"] = rules
     except Exception as e:
         result["mismatch"] = f"{type(e).__name__}: {(str(e).strip() or '-').splitlines()[0]}"
-    result["calls"] = fastdeploy_ops.CALLS
-elif run == "fastdeploy":
-    from fastdeploy_mtp.buffers import tensors
+    result["calls"] = [list(c[:2]) for c in fastdeploy_ops.CALLS if c[2] in ids]
+    result["probe_calls"] = [list(c[:2]) for c in fastdeploy_ops.CALLS if c[2] not in ids]
 
-    registered = fastdeploy_ops.REGISTERED[fastdeploy_ops.COMMIT]
-    inputs, attr_names = (s.split() for s in registered["draft_model_preprocess"])
-    pre, attrs = state_and_reference("recompute")[:2]
-    t = tensors(pre)
-    try:
-        mtp.prepare_inputs([t[n] for n in inputs], [attrs.get(n, False) for n in attr_names])
-    except Exception as e:  # an op of another signature
-        result["call_error"] = f"{type(e).__name__}: {e}"
-    result["calls"] = fastdeploy_ops.CALLS
-
+result["log"] = records
+result["loads"] = LOADS
+result["held"] = held()
+result["fastdeploy_left"] = holders()
 print("RESULT " + json.dumps(result))
