@@ -23,9 +23,10 @@ RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results.md"
 # docs/results.md, "Where a row drifts, and why": the roles in which each
 # form's k >= 2 rows drift, and the quantity that shows it (k = 1 is exact).
 DRIFTS_IN = {"rollback": ("pd",), "recompute": ("mixed", "pd"), "pr5245": ("mixed", "pd"),
-             "pr5738": ("mixed", "pd"), "pr6403": ("mixed", "pd"), "shadow": ()}
+             "pr5738": ("mixed", "pd"), "pr6403": ("mixed", "pd"), "xpu": ("mixed", "pd"),
+             "shadow": ()}
 QUANTITY = {"rollback": "alignment", "recompute": "invariant", "pr5245": "mask end",
-            "pr5738": "invariant", "pr6403": "invariant"}
+            "pr5738": "invariant", "pr6403": "invariant", "xpu": "mask end"}
 ALL = [(f, r, k) for f in DRIFTS_IN for r in verdict.ROLES for k in verdict.KS]
 DRIFTING = [(f, r, k) for f, r, k in ALL if k >= 2 and r in DRIFTS_IN[f]]
 EXACT = [c for c in ALL if c not in DRIFTING]
@@ -84,6 +85,8 @@ def model_preprocess(form, state, k):
         reference_fastdeploy.draft_model_preprocess_pr5738(s, **attrs)
     elif form == "pr5245":
         reference_fastdeploy.draft_model_preprocess_pr5245(s, **attrs)
+    elif form == "xpu":
+        reference_fastdeploy.draft_model_preprocess_xpu(s, **attrs)
     elif form == "recompute":
         reference.draft_model_preprocess_recompute(*(s[n] for n in names), *attrs.values())
     else:
@@ -121,7 +124,7 @@ def independent(form, role, k, out):
                                   after["draft_tokens"][0, :fed])
     returned, mask_after = model_mask(form, mask_before)
     cursor = int(mask_before["attn_mask_offsets_decoder"][0])
-    rollback_before = int(mask_before["mask_rollback"][0]) if form == "pr5245" else \
+    rollback_before = int(mask_before["mask_rollback"][0]) if form in ("pr5245", "xpu") else \
         int(before["mask_rollback"][0])
     S0, S1 = int(before["seq_lens_decoder"][0]), int(after["seq_lens_decoder"][0])
     rollback_after = int(mask_before["mask_rollback"][0])

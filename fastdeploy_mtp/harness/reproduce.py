@@ -93,6 +93,8 @@ RUNNERS = {
     "pr5738": RUNNER_9018CCF74,
     "pr5245": RunnerCode("ba915e03e", "685-709", "694-695", "797-808", "503-523"),
     "pr6403": RunnerCode("2178f2829", "698-725", "707-708", "828-841", ""),
+    # The XPU path of c29e86fc9's proposer (_prepare_inputs_xpu, _propose_xpu).
+    "xpu": RunnerCode("c29e86fc9", "766-793", "775-776", "1083-1096", "505-531"),
 }
 
 
@@ -146,6 +148,17 @@ PR5245_ROLLBACK = Cause(
     "a running decode rolls seq_lens_decoder and step_idx back by num_model_step - 1, and "
     "the kernel (20 tensors) has no mask_rollback to tell the mask op: the cursor stays "
     "k - 1 positions ahead of the KV positions")
+XPU_ROLLBACK = Cause(
+    "c29e86fc9", "custom_ops/xpu_ops/src/plugin/src/wrapper/mtp_wrapper/draft_model_preprocess.cpp",
+    "166-177",
+    "FastDeploy's XPU op rolls a running decode's seq_lens_decoder and step_idx back by "
+    "num_model_step - 1 and never touches the mask_rollback it is passed: the cursor stays "
+    "k - 1 positions ahead of the KV positions, as at ba915e03e")
+XPU_ON_A_DECODE_NODE = Cause(
+    XPU_ROLLBACK.commit, XPU_ROLLBACK.path, XPU_ROLLBACK.lines,
+    XPU_ROLLBACK.rule + "; on a decode node the insert's mask_rollback = 1 (" + MTP_PY
+    + " line 531 there) is all the cursor gives back, and the first decode rolls back k - 1 "
+    "positions its draft never wrote")
 PR5245_ON_A_DECODE_NODE = Cause(
     PR5245_ROLLBACK.commit, PR5245_ROLLBACK.path, PR5245_ROLLBACK.lines,
     PR5245_ROLLBACK.rule + "; on a decode node the insert's mask_rollback = 1 (" + MTP_PY
@@ -175,6 +188,8 @@ CASES: Dict[str, Dict[str, Optional[Case]]] = {
                "pd": Case("insert", MASK_END, PR5245_ON_A_DECODE_NODE)},
     "pr5738": _both(Case("resync", INVARIANT, PR5738_RESYNC)),
     "pr6403": _both(Case("resync", INVARIANT, PR6403_RESYNC)),
+    "xpu": {"mixed": Case("running", MASK_END, XPU_ROLLBACK),
+            "pd": Case("insert", MASK_END, XPU_ON_A_DECODE_NODE)},
     "shadow": {role: None for role in ROLES},
 }
 K1 = ("with one draft substep a step (k = 1) nothing is rolled back (k - 1 = 0) and a draft "

@@ -44,7 +44,7 @@ keeps what the ops left in it until the next insert.
   its XPU path: the insert keeps the cursor (mtp.py:516-521), a decode node's
   ``seq_lens_this_time`` is ``length + 1`` (:528), and the preprocess is
   called with 22 tensors, ``batch_drop`` and ``is_block_step`` swapped as
-  above (:764-790).
+  above (:766-793).
 - ``--form shadow`` (the 17-tensor op and the 8-tensor
   ``update_attn_mask_offsets`` of 7a6c28781 and c29e86fc9): the same insert,
   but its GPU runner writes no cursor (c29e86fc9:518, XPU only), a decode
@@ -140,7 +140,7 @@ def mask_offsets_through_first_token(r: Request) -> np.ndarray:
 
 # The forms replayed with FastDeploy c29e86fc9's runner: the shadow form (its
 # GPU path) and the xpu form (its XPU path, which keeps the cursor,
-# mtp.py:516-521, and calls the 22-tensor op, :764-790).
+# mtp.py:516-521, and calls the 22-tensor op, :766-793).
 RUNNER_C29E86FC9 = ("shadow", "xpu")
 
 
