@@ -31,9 +31,7 @@ _MAX_LEN = 2**31 - 1
 
 @dataclass(frozen=True)
 class ProposerConfig:
-    """``without_fix`` replays the behaviour before the mask_rollback fix (the
-    op's update of mask_rollback undone, a decode node presetting 1): for the
-    simulator's comparison only."""
+    """A proposer's sizes, role and FastDeploy settings."""
 
     num_model_steps: int
     max_model_len: int
@@ -42,7 +40,6 @@ class ProposerConfig:
     role: str = "mixed"
     kvcache_scheduler_v1: bool = True
     truncate_first_token: bool = True
-    without_fix: bool = False
 
     def __post_init__(self):
         def need(cond, msg):
@@ -55,7 +52,7 @@ class ProposerConfig:
                  f"{name} must be an int in [{low}, {_MAX_LEN}], got {v!r}")
         need(self.max_draft_tokens is None or is_int(self.max_draft_tokens),
              f"max_draft_tokens must be None or an int, got {self.max_draft_tokens!r}")
-        for name in ("kvcache_scheduler_v1", "truncate_first_token", "without_fix"):
+        for name in ("kvcache_scheduler_v1", "truncate_first_token"):
             need(isinstance(getattr(self, name), (bool, np.bool_)),
                  f"{name} must be a bool, got {getattr(self, name)!r}")
         need(self.role in ROLES, f"role must be one of {ROLES}, got {self.role!r}")
@@ -141,8 +138,8 @@ class MTPProposer:
         self.form_ops = forms.load(ops.process_form())
 
     def decode_mask_rollback(self) -> int:
-        """The preset of a handed-over request (1 when replaying without the fix)."""
-        return 1 if self.config.without_fix else decode_mask_rollback(self.config.num_model_steps)
+        """The preset of a handed-over request."""
+        return decode_mask_rollback(self.config.num_model_steps)
 
     def insert(self, requests: Iterable[Request]) -> None:
         """Insert a batch of requests into free slots; all or nothing (ProposerError)."""
@@ -206,13 +203,11 @@ class MTPProposer:
 
     @contextlib.contextmanager
     def preprocess_effects(self):
-        """Around a run of draft_model_preprocess (eager or replayed): with
-        ``without_fix``, the op's update of mask_rollback is undone, as the op
-        before the fix never touched it."""
-        before = read(self.state["mask_rollback"]) if self.config.without_fix else None
+        """Around a run of draft_model_preprocess (eager or replayed): nothing
+        here; the simulator's replay without the fix
+        (``harness.without_fix.ProposerWithoutFix``) undoes the op's update of
+        mask_rollback in it."""
         yield
-        if before is not None:
-            write(self.state["mask_rollback"], before)
 
     def prepare_inputs(self) -> bool:
         """draft_model_preprocess for this engine step; returns not_need_stop."""

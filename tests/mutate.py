@@ -62,6 +62,7 @@ MAIN = "fastdeploy_mtp/__main__.py"
 SIM_CLI = "fastdeploy_mtp/harness/simulate_cli.py"
 PLUGIN = "fastdeploy_mtp/plugin.py"
 REPRO = "fastdeploy_mtp/harness/reproduce.py"
+WITHOUT_FIX = "fastdeploy_mtp/harness/without_fix.py"
 REF_FD = "fastdeploy_mtp/reference_fastdeploy.py"
 PYPROJECT = "pyproject.toml"
 SIMFD = "fastdeploy_mtp/harness/sim_fastdeploy.py"
@@ -546,8 +547,8 @@ MUTATIONS = [
              "        self.occupied.difference_update(slots)\n", "\n"),
     Mutation("a runner's not_need_stop ignored", PROP,
              '            args["not_need_stop"] = not_need_stop\n', "            pass\n"),
-    Mutation("without the fix, the rollback update kept", PROP,
-             '            write(self.state["mask_rollback"], before)\n', "            pass\n"),
+    Mutation("without the fix, the rollback update kept", WITHOUT_FIX,
+             '        write(self.state["mask_rollback"], before)\n', "        pass\n"),
     Mutation("release leaves a parked slot parked", SLOTS,
              '"seq_lens_decoder": 0, "mask_rollback": 0, "is_block_step": False}',
              '"seq_lens_decoder": 0, "mask_rollback": 0}'),

@@ -291,7 +291,8 @@ def test_the_step_by_hand_check_sees_a_run_without_the_fix(tmp_path):
     """The decode node without the fix prints another preset, so the
     comparison above would fail."""
     code, shown = example_and_output(STEP_PAGE.read_text())
-    old = code.replace('role="decode")', 'role="decode", without_fix=True)', 1)
+    old = code.replace("decode = MTPProposer(", "from fastdeploy_mtp.harness.without_fix import "
+                       "ProposerWithoutFix\ndecode = ProposerWithoutFix(", 1)
     assert old != code
     printed = run_example(old, tmp_path)
     assert printed != shown and "mask_rollback preset: 1\n" in printed

@@ -101,8 +101,11 @@ def test_without_fix_the_rollback_update_is_undone_around_any_run():
     """preprocess_effects: what a replayed preprocess is wrapped in too. With
     without_fix the op's update of mask_rollback does not stay; with the fix it
     does."""
+    from fastdeploy_mtp.harness.without_fix import ProposerWithoutFix
+
     for without_fix in (False, True):
-        p = build("decode", k=3, without_fix=without_fix)
+        cfg = ProposerConfig(num_model_steps=3, max_model_len=L, max_num_seqs=N, role="decode")
+        p = (ProposerWithoutFix if without_fix else MTPProposer)(cfg, make_base_buffers(N, 3))
         p.insert([Request(slot=1, prompt=list(range(3, 10)), first_token=77, draft_token=88)])
         stop = p.base["stop_flags"].numpy()
         stop[1] = False

@@ -37,6 +37,7 @@ from . import sim_fastdeploy
 from ..proposer import MTPProposer, ProposerConfig, Request
 from ..signature import DRAFT_MODEL_PREPROCESS, FORMS
 from .sim_models import VOCAB, ScriptedBase, SlotLife, draft_substep_update
+from .without_fix import ProposerWithoutFix
 
 
 @dataclass
@@ -221,10 +222,10 @@ def make_node(name, role, k, args, rng, legacy, outside=None) -> Node:
     v1 = getattr(args, "kv_scheduler", "v1") == "v1"
     cfg = ProposerConfig(num_model_steps=k, max_model_len=args.max_prompt + args.max_dec_len + 2 * k + 8,
                          max_num_seqs=args.batch, role=role, kvcache_scheduler_v1=v1,
-                         truncate_first_token=True, without_fix=legacy)
+                         truncate_first_token=True)
     place = sim_place(args.device)
     buffers = make_base_buffers(args.batch, k, place)
-    proposer = MTPProposer(cfg, buffers, place)
+    proposer = (ProposerWithoutFix if legacy else MTPProposer)(cfg, buffers, place)
     base = ScriptedBase(buffers, k, args.max_dec_len,
                         finish_prob=0.0 if role == "prefill" else args.finish_prob,
                         block_prob=0.0 if role == "prefill" else args.block_prob, rng=rng,
