@@ -106,6 +106,12 @@ inline T load_now(const T* p) {
   X(kResyncStepIdxOverflow, 24,                                                                 \
     "step_idx: the re-synced value base_model_step_idx - base_model_seq_lens_this_time = "      \
     "{0} - {1} leaves the int64 range")                                                         \
+  X(kRollbackDecoderOutOfRange, 25,                                                             \
+    "seq_lens_decoder: the rolled-back value seq_lens_decoder - (num_model_step - 1) = "        \
+    "{1} - {2} = {0} leaves the int32 range")                                                   \
+  X(kRecomputeDecoderOutOfRange, 26,                                                            \
+    "seq_lens_decoder: the rolled-back value seq_lens_decoder - recomputed tokens = {1} - {2} " \
+    "= {0} leaves the int32 range")                                                             \
   /* update_attn_mask_offsets */                                                                \
   X(kNegativeSeqLensThisTime, 8, "seq_lens_this_time: {0} is negative")                         \
   X(kTokensOutsideIds, 9,                                                                       \
@@ -234,6 +240,9 @@ struct PreprocessPlan {
   // (merged_resync).
   bool merged;
   bool merged_resync;
+  // A running decode rolled back by step_minus (k - 1, or the recomputed
+  // tokens), not re-synced: its refusals name that subtraction.
+  bool rolled_back;
 };
 
 // Normal mode forgets the base model's drafts past column 0 for every request
@@ -422,6 +431,7 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const Preproce
   p.rollback_tensor = r.rollback_tensor;
   p.merged = r.merged_form;
   p.merged_resync = false;
+  p.rolled_back = false;
 
   if (p.shadow) {
     plan_shadow(p, r, a);
@@ -491,10 +501,12 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const Preproce
     p.stop_flag = false;
     plan_resync(p, r);
   } else if (p.recompute) {
+    p.rolled_back = true;
     p.decoder = (int64_t)S - p.recomputed;
     p.step_minus = p.recomputed;
   } else {
     // Roll back the positions the extra substeps wrote.
+    p.rolled_back = true;
     p.decoder = (int64_t)S - (a.num_model_step - 1);
     p.step_minus = (int64_t)a.num_model_step - 1;
   }
@@ -592,6 +604,9 @@ MTP_HD Failure check_preprocess(const PreprocessTensors& t, const PreprocessPlan
   if ((f & kDecodeDecoder) && p.merged_resync)
     return fail(kResyncDecoderOutOfRange, p.decoder, t.base_seq_lens_decoder[i],
                 t.base_seq_lens_this_time[i]);
+  if ((f & kDecodeDecoder) && p.rolled_back)
+    return fail(p.recompute ? kRecomputeDecoderOutOfRange : kRollbackDecoderOutOfRange, p.decoder,
+                p.old_decoder, p.step_minus);
   if (f & kDecodeDecoder)
     return fail(kSeqLensDecoderOutOfRange, p.decoder, p.old_decoder, t.base_seq_lens_decoder[i], acc);
   if (f & kDecodeStepIdx)

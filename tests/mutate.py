@@ -149,6 +149,8 @@ MUTATIONS = [
     Mutation("pr5738 re-sync adds to mask_rollback", H,
              "    p.recomputed = 0;\n    p.write_recompute = false;\n",
              "    p.write_recompute = false;\n"),
+    Mutation("a running decode's rollback past int32 worded as a re-sync's", H,
+             "  if ((f & kDecodeDecoder) && p.rolled_back)", "  if (false)"),
     Mutation("pr5738 re-sync worded as the other forms' decoder check", H,
              "  if ((f & kDecodeDecoder) && p.merged_resync)", "  if (false)"),
     Mutation("pr5738 refuses a negative accept_num", H,

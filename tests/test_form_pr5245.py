@@ -159,7 +159,9 @@ def test_a_rollback_past_int32_is_refused_unchanged(device):
     s = decode_state(3, bsz=2)
     s["seq_lens_decoder"][1] = I32_MIN + 1
     assert_raw_refused(forms.load(FORM).library, SIG, s, attrs_of(3).values(),
-                       "draft_model_preprocess: request 1: seq_lens_decoder", device)
+                       "draft_model_preprocess: request 1: seq_lens_decoder: the rolled-back "
+                       "value seq_lens_decoder - (num_model_step - 1) = -2147483647 - 2 = "
+                       "-2147483649 leaves the int32 range", device)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -198,9 +198,9 @@ def test_property_matches_the_reference(seed, bsz, k, v1, truncate):
                   "recomputed tokens = -9223372036854775808 - 2 leaves the int64 range"),
     ("rollback", "draft_model_preprocess: request 1: mask_rollback: 2147483647 + recomputed "
                  "tokens 2 leaves the int32 range"),
-    ("decoder", "draft_model_preprocess: request 1: seq_lens_decoder: the new value "
-                "2147483648 leaves the int32 range (seq_lens_decoder = 2147483647, "
-                "base_model_seq_lens_decoder = 9, accept_num = 1)"),
+    ("decoder", "draft_model_preprocess: request 1: seq_lens_decoder: the rolled-back value "
+                "seq_lens_decoder - recomputed tokens = 2147483647 - -1 = 2147483648 leaves "
+                "the int32 range"),
     ("recompute_dtype", "draft_model_preprocess: recompute_token_num must be int32, got int64"),
 ])
 def test_refused_whole_and_unchanged(device, case, message):

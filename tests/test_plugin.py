@@ -393,6 +393,25 @@ def test_the_probe_expects_what_each_form_s_op_and_fastdeploy_s_kernel_leave(for
                          paddle.CPUPlace())[0] == form
 
 
+@pytest.mark.parametrize("form", ["pr5738", "pr6403"])
+def test_the_probe_runs_on_the_gpu(form):
+    """FastDeploy's mask op runs on GPU tensors only: the probe, on a GPU
+    place, with our form's op standing for FastDeploy's there, tells the
+    form."""
+    from helpers import gpu_available
+
+    if not gpu_available():
+        pytest.skip("no GPU")
+    import paddle
+
+    from fastdeploy_mtp import forms
+
+    raw = forms.load(form).library.update_attn_mask_offsets
+    probe = plugin.PROBES[("pr5738", "pr6403")]
+    assert probe.run(raw, paddle.CUDAPlace(0)) == probe.expect[form]
+    assert plugin.choose(("pr5738", "pr6403"), raw, paddle.CUDAPlace(0))[0] == form
+
+
 def test_the_probe_builds_its_state_on_the_place_it_is_given(monkeypatch):
     """Every tensor of the probe is made on the place of the call it runs at
     (a GPU op runs only on its own device's tensors)."""

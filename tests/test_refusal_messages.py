@@ -87,6 +87,10 @@ def _preprocess_cases():
             resync, k3,
             "seq_lens_decoder: the new value -2147483649 leaves the int32 range "
             "(seq_lens_decoder = 13, base_model_seq_lens_decoder = -2147483647, accept_num = 2)"),
+        "seq_lens_decoder rolled back past int32": (
+            decoding(preprocess_batch(), S=-(2**31) + 1), k3,
+            "seq_lens_decoder: the rolled-back value seq_lens_decoder - (num_model_step - 1) "
+            "= -2147483647 - 2 = -2147483649 leaves the int32 range"),
         "negative seq_lens_encoder": (
             prefilling(decoding(preprocess_batch()), -3), k3,
             "seq_lens_encoder: -3 is negative for a running request"),
@@ -203,7 +207,8 @@ def test_every_check_has_a_message_case():
     # The recompute, pr5738 and shadow forms' own (their messages are checked
     # in test_form_recompute.py, test_form_pr5738.py and test_form_shadow.py).
     recompute = {"kRecomputeStepIdxOverflow", "kRecomputeRollbackOutOfRange",
-                 "kShadowStepIdxOverflow", "kResyncDecoderOutOfRange", "kResyncStepIdxOverflow"}
+                 "kShadowStepIdxOverflow", "kResyncDecoderOutOfRange", "kResyncStepIdxOverflow",
+                 "kRecomputeDecoderOutOfRange"}
     assert recompute <= set(checks)
     # kMaskCursorOverflow is met by two branches (decode and vision generation).
     assert len(checks) - len(recompute) + 1 == len(PREPROCESS) + len(MASK), checks
