@@ -88,12 +88,14 @@ def test_a_running_decode_rolls_back_k_minus_1_and_leaves_the_two_tensors(device
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_two_tensors_it_never_reads_may_alias_anything(device):
-    """Never read or written (access U): passing one tensor for both, or one
-    of the written tensors' memory, changes nothing the op computes."""
+    """Never read or written (access U): passing a read tensor's memory for
+    one and a written tensor's for the other changes nothing the op
+    computes (a form that wrote either would refuse the overlap)."""
     s = recompute_decode_state(3, bsz=2)
     want = run_fastdeploy(s, attrs_of(3))
     t = to_tensors(s, device)
-    t["recompute_token_num"] = t["mask_rollback"]
+    t["mask_rollback"] = t["accept_num"]
+    t["recompute_token_num"] = t["seq_lens_decoder"]
     forms.load(FORM).draft_model_preprocess(**t, **attrs_of(3))
     got = to_numpy(t)
     for name in SIG.input_names:
