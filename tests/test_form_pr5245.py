@@ -3,21 +3,15 @@ custom_ops/gpu_ops/speculate_decoding/draft_model/draft_model_preprocess.cu,
 "ba:N" below; the same kernel as PR #5738 merged but for the running decode's
 rollback, lines 226-230, and no mask_rollback or recompute_token_num): the
 pr5245 form's op against the numpy model of that kernel
-(fastdeploy_mtp/reference_fastdeploy.py), and FastDeploy's runner of that
-commit in the loop."""
+(fastdeploy_mtp/reference_fastdeploy.py), rule by rule; what every FastDeploy
+kernel form is held to alike is in tests/test_fastdeploy_kernels.py."""
 
-import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from fastdeploy_mtp import forms, reference_fastdeploy
-from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
-import guarded
-from helpers import (DEVICES, assert_raw_alias_refused, assert_raw_refused, assert_states_equal,
-                     call_raw, raw_refusal_cases, recompute_decode_state, same_kind_pairs,
+from helpers import (DEVICES, assert_raw_refused, assert_states_equal, recompute_decode_state,
                      to_numpy, to_tensors)
 
 FORM = "pr5245"
@@ -33,10 +27,6 @@ def attrs_of(k, truncate=False, splitwise=False, v1=True):
 def ours(s):
     """The 20 tensors of the form's table, from a 22-tensor state."""
     return {n: s[n] for n in SIG.input_names}
-
-
-def random_state(seed, bsz, k):
-    return ours(states.recompute_state(np.random.default_rng(seed), bsz, num_model_step=k))
 
 
 def decode_state(k=3, bsz=2):
@@ -58,16 +48,6 @@ def run_fastdeploy(state, attrs):
 def test_registered_as_fastdeploy_ba915e03e_registers_it():
     assert differences(SIG, read_registered("draft_model_preprocess_pr5245")) == []
     assert FORMS[FORM]["update_attn_mask_offsets"] is FORMS["rollback"]["update_attn_mask_offsets"]
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("k", [1, 2, 3, 4])
-def test_the_raw_op_called_positionally_as_fastdeploy_s_proposer_does(device, k):
-    """mtp.py lines 685-709 at ba915e03e: 20 tensors, then the 4 attributes."""
-    s = random_state(k, 24, k)
-    t = to_tensors(s, device)
-    call_raw(forms.load(FORM).library, SIG, t, (k, False, False, True))
-    assert_states_equal(to_numpy(t), run_fastdeploy(s, attrs_of(k)), f"k={k}")
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -108,39 +88,6 @@ def test_a_prefill_keeps_a_parked_flag(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("k", [1, 3])
-@pytest.mark.parametrize("truncate", [False, True])
-@pytest.mark.parametrize("splitwise", [False, True])
-@pytest.mark.parametrize("v1", [False, True])
-def test_matches_fastdeploy_s_kernel(device, k, truncate, splitwise, v1):
-    s = random_state(10 * k + 2 * truncate + splitwise, 40, k)
-    attrs = attrs_of(k, truncate, splitwise, v1)
-    assert_states_equal(run_op(s, attrs, device), run_fastdeploy(s, attrs), str(attrs))
-
-
-@pytest.mark.parametrize("k", [1, 3])
-@pytest.mark.parametrize("splitwise", [False, True])
-def test_the_guarded_driver_matches_fastdeploy_s_kernel(k, splitwise):
-    """Between guard pages (tests/guarded.py): no read or write outside a tensor."""
-    s = random_state(k + 7 * splitwise, 20, k)
-    attrs = attrs_of(k, splitwise=splitwise)
-    got = {n: a.copy() for n, a in s.items()}
-    guarded.call(SIG, got, attrs, form=FORM)
-    assert_states_equal(got, run_fastdeploy(s, attrs), str(attrs))
-
-
-@settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 40), k=st.integers(1, 5),
-       v1=st.booleans(), truncate=st.booleans(), stopped=st.floats(0, 1))
-def test_property_matches_fastdeploy_s_kernel(seed, bsz, k, v1, truncate, stopped):
-    rng = np.random.default_rng(seed)
-    s = ours(states.recompute_state(rng, bsz, num_model_step=k))
-    s["stop_flags"][:] = rng.random(bsz) < stopped
-    attrs = attrs_of(k, truncate, False, v1)
-    assert_states_equal(run_op(s, attrs, "cpu"), run_fastdeploy(s, attrs), str(attrs))
-
-
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("field,value", [("accept_num", -2), ("seq_lens_encoder", -1)])
 def test_states_fastdeploy_s_kernel_runs_that_our_form_refuses(device, field, value):
     """ba:231-237 and 214: a negative accept_num copies nothing and becomes
@@ -164,26 +111,3 @@ def test_a_rollback_past_int32_is_refused_unchanged(device):
                        "-2147483649 leaves the int32 range", device)
 
 
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("written,other", same_kind_pairs(SIG, decode_state(3, bsz=1),
-                                                          not_read=("base_model_seq_lens_encoder",)))
-def test_the_raw_op_refuses_a_written_tensor_passed_twice_unchanged(device, written, other):
-    assert_raw_alias_refused(forms.load(FORM).library, SIG, decode_state(3, bsz=1), written,
-                             other, attrs_of(3).values(), device)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("k", [0, -1])
-def test_the_raw_op_refuses_num_model_step_below_1_unchanged(device, k):
-    assert_raw_refused(forms.load(FORM).library, SIG, decode_state(3), attrs_of(k).values(),
-                       f"num_model_step must be >= 1, got {k}", device)
-
-
-RAW_CASES = raw_refusal_cases(SIG, decode_state(3))
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("case", [c[0] for c in RAW_CASES])
-def test_the_raw_op_refuses_a_wrong_dtype_or_too_few_rows_unchanged(device, case):
-    _, s, message = next(c for c in RAW_CASES if c[0] == case)
-    assert_raw_refused(forms.load(FORM).library, SIG, s, attrs_of(3).values(), message, device)

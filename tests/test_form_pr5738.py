@@ -3,20 +3,17 @@ custom_ops/gpu_ops/speculate_decoding/draft_model/draft_model_preprocess.cu;
 the release branch's dcb0ccede holds the same file): the pr5738 form's op
 against the numpy model of that kernel (fastdeploy_mtp/reference_fastdeploy.py),
 whose own cases restate the kernel branch by branch
-(tests/test_reference_fastdeploy.py)."""
+(tests/test_reference_fastdeploy.py), rule by rule; what every FastDeploy kernel
+form is held to alike is in tests/test_fastdeploy_kernels.py."""
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from fastdeploy_mtp import forms, reference_fastdeploy
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS, same_registration
-import guarded
-from helpers import (DEVICES, assert_raw_alias_refused, assert_raw_refused, assert_states_equal,
-                     call_raw, raw_refusal_cases, recompute_decode_state, same_kind_pairs,
+from helpers import (DEVICES, assert_raw_refused, assert_states_equal, recompute_decode_state,
                      to_numpy, to_tensors)
 
 FORM = "pr5738"
@@ -52,16 +49,6 @@ def test_registered_as_fastdeploy_9018ccf74_registers_it():
     assert differences(SIG, read_registered("draft_model_preprocess_pr5738")) == []
     assert same_registration(SIG, FORMS["recompute"]["draft_model_preprocess"])
     assert FORMS[FORM]["update_attn_mask_offsets"] is FORMS["rollback"]["update_attn_mask_offsets"]
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("k", [1, 2, 3, 4])
-def test_the_raw_op_called_positionally_as_fastdeploy_s_proposer_does(device, k):
-    """mtp.py lines 757-784 at 9018ccf74: 22 tensors, then the 4 attributes."""
-    s = states.recompute_state(np.random.default_rng(k), 24, num_model_step=k)
-    t = to_tensors(s, device)
-    call_raw(forms.load(FORM).library, SIG, t, (k, False, False, True))
-    assert_states_equal(to_numpy(t), run_fastdeploy(s, attrs_of(k)), f"k={k}")
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -118,45 +105,6 @@ def test_a_stop_and_a_prefill_keep_mask_rollback_recompute_token_num_and_is_bloc
     np.testing.assert_array_equal(got["recompute_token_num"].reshape(-1), [1, 1])
     np.testing.assert_array_equal(got["is_block_step"].reshape(-1), [True, True])
     assert bool(got["stop_flags"][0]) and not bool(got["stop_flags"][1])
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("k", [1, 2, 3, 4])
-@pytest.mark.parametrize("truncate", [False, True])
-@pytest.mark.parametrize("splitwise", [False, True])
-@pytest.mark.parametrize("v1", [False, True])
-def test_matches_fastdeploy_s_kernel(device, k, truncate, splitwise, v1):
-    s = states.recompute_state(np.random.default_rng(10 * k + 2 * truncate + splitwise), 40,
-                               num_model_step=k)
-    attrs = attrs_of(k, truncate, splitwise, v1)
-    assert_states_equal(run_op(s, attrs, device), run_fastdeploy(s, attrs), str(attrs))
-
-
-@pytest.mark.parametrize("k", [1, 3])
-@pytest.mark.parametrize("splitwise", [False, True])
-def test_the_guarded_driver_matches_fastdeploy_s_kernel(k, splitwise):
-    """Between guard pages (tests/guarded.py): no read or write outside a
-    tensor, the pr5738 rules."""
-    s = states.recompute_state(np.random.default_rng(k + 7 * splitwise), 20, num_model_step=k)
-    attrs = attrs_of(k, splitwise=splitwise)
-    got = {n: a.copy() for n, a in s.items()}
-    guarded.call(SIG, got, attrs, form=FORM)
-    assert_states_equal(got, run_fastdeploy(s, attrs), str(attrs))
-
-
-@settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 40), k=st.integers(1, 5),
-       v1=st.booleans(), truncate=st.booleans(), stopped=st.floats(0, 1))
-def test_property_matches_fastdeploy_s_kernel(seed, bsz, k, v1, truncate, stopped):
-    """Random states, a share of the drafts stopped (re-synced) and
-    recompute_token_num anywhere in [0, k]: the kernel's every branch."""
-    rng = np.random.default_rng(seed)
-    s = states.recompute_state(rng, bsz, num_model_step=k)
-    s["stop_flags"][:] = rng.random(bsz) < stopped
-    s["recompute_token_num"][:] = rng.integers(0, k + 1, bsz).reshape(
-        s["recompute_token_num"].shape)
-    attrs = attrs_of(k, truncate, False, v1)
-    assert_states_equal(run_op(s, attrs, "cpu"), run_fastdeploy(s, attrs), str(attrs))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -233,14 +181,6 @@ def test_a_resync_step_past_int64_is_refused_unchanged(device):
                        f"draft_model_preprocess: request 0: {message}", device)
 
 
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("written,other", same_kind_pairs(SIG, decode_state(3, bsz=1),
-                                                          not_read=("base_model_seq_lens_encoder",)))
-def test_the_raw_op_refuses_a_written_tensor_passed_twice_unchanged(device, written, other):
-    assert_raw_alias_refused(forms.load(FORM).library, SIG, decode_state(3, bsz=1), written,
-                             other, attrs_of(3).values(), device)
-
-
 # ---------------------------------------------------------------------------
 # In the loop: FastDeploy 9018ccf74's runner, the tiny model and the oracle
 
@@ -283,18 +223,3 @@ def test_a_resync_leaves_the_mask_cursor_behind_the_kv_positions(k, cause):
 # Bad input to the raw op, as FastDeploy's proposer would hand it
 
 
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("k", [0, -1])
-def test_the_raw_op_refuses_num_model_step_below_1_unchanged(device, k):
-    assert_raw_refused(forms.load(FORM).library, SIG, decode_state(3), attrs_of(k).values(),
-                       f"num_model_step must be >= 1, got {k}", device)
-
-
-RAW_CASES = raw_refusal_cases(SIG, decode_state(3))
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("case", [c[0] for c in RAW_CASES])
-def test_the_raw_op_refuses_a_wrong_dtype_or_too_few_rows_unchanged(device, case):
-    _, s, message = next(c for c in RAW_CASES if c[0] == case)
-    assert_raw_refused(forms.load(FORM).library, SIG, s, attrs_of(3).values(), message, device)

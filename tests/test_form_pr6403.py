@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastdeploy_mtp import forms, reference, reference_fastdeploy
+from fastdeploy_mtp import forms, reference
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
@@ -122,19 +122,6 @@ def test_the_guarded_driver_matches_the_reference():
     want_out = reference.update_attn_mask_offsets_pr6403(**want)
     np.testing.assert_array_equal(out, want_out)
     assert_states_equal(got, want)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("k", [1, 3])
-def test_the_preprocess_is_fastdeploy_9018ccf74_s_kernel(device, k):
-    s = states.recompute_state(np.random.default_rng(k), 24, num_model_step=k)
-    t = to_tensors(s, device)
-    call_raw(forms.load(FORM).library, PRE, t, (k, False, False, True))
-    want = states.copy_state(s)
-    reference_fastdeploy.draft_model_preprocess_pr5738(
-        want, num_model_step=k, truncate_first_token=False, splitwise_prefill=False,
-        kvcache_scheduler_v1=True)
-    assert_states_equal(to_numpy(t), want)
 
 
 @pytest.mark.parametrize("device", DEVICES)

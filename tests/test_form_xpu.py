@@ -5,20 +5,17 @@ lines 107-159) with PR #5245's rules, its kernel's CPU form
 lines 77-196, "xpu:N" below) never reading or writing mask_rollback or
 recompute_token_num. The xpu form's op against the numpy model
 (fastdeploy_mtp/reference_fastdeploy.py), and that commit's XPU runner in the
-loop."""
+loop; what every FastDeploy kernel form is held to alike is in
+tests/test_fastdeploy_kernels.py."""
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from fastdeploy_mtp import forms, reference_fastdeploy
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
-import guarded
-from helpers import (DEVICES, assert_raw_refused, assert_states_equal, call_raw,
-                     recompute_decode_state, to_numpy, to_tensors)
+from helpers import DEVICES, assert_states_equal, recompute_decode_state, to_numpy, to_tensors
 
 FORM = "xpu"
 SIG = FORMS[FORM]["draft_model_preprocess"]
@@ -64,16 +61,6 @@ def test_registered_as_fastdeploy_c29e86fc9_registers_its_xpu_op():
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("k", [1, 2, 4])
-def test_the_raw_op_called_positionally_as_fastdeploy_s_xpu_proposer_does(device, k):
-    """mtp.py lines 764-790 at c29e86fc9: 22 tensors, then the 4 attributes."""
-    s = states.recompute_state(np.random.default_rng(k), 24, num_model_step=k)
-    t = to_tensors(s, device)
-    call_raw(forms.load(FORM).library, SIG, t, (k, True, False, True))
-    assert_states_equal(to_numpy(t), run_fastdeploy(s, attrs_of(k)), f"k={k}")
-
-
-@pytest.mark.parametrize("device", DEVICES)
 def test_a_running_decode_rolls_back_k_minus_1_and_leaves_the_two_tensors(device):
     """xpu:174-178: seq_lens_decoder and step_idx less k - 1; mask_rollback
     and recompute_token_num keep what they held, however odd."""
@@ -107,35 +94,6 @@ def test_the_two_tensors_it_never_reads_may_alias_anything(device):
 def test_requests_past_512_run_as_its_loop_runs_them(device):
     s = states.recompute_state(np.random.default_rng(5), 600, num_model_step=3)
     assert_states_equal(run_op(s, attrs_of(3), device), run_fastdeploy(s, attrs_of(3)), "600")
-
-
-@pytest.mark.parametrize("k", [1, 3])
-@pytest.mark.parametrize("splitwise", [False, True])
-def test_the_guarded_driver_matches_fastdeploy_s_kernel(k, splitwise):
-    s = states.recompute_state(np.random.default_rng(k + 7 * splitwise), 20, num_model_step=k)
-    attrs = attrs_of(k, splitwise=splitwise)
-    got = {n: a.copy() for n, a in s.items()}
-    guarded.call(SIG, got, attrs, form=FORM)
-    assert_states_equal(got, run_fastdeploy(s, attrs), str(attrs))
-
-
-@settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), bsz=st.integers(1, 40), k=st.integers(1, 5),
-       v1=st.booleans(), truncate=st.booleans(), splitwise=st.booleans(),
-       stopped=st.floats(0, 1))
-def test_property_matches_fastdeploy_s_kernel(seed, bsz, k, v1, truncate, splitwise, stopped):
-    rng = np.random.default_rng(seed)
-    s = states.recompute_state(rng, bsz, num_model_step=k)
-    s["stop_flags"][:] = rng.random(bsz) < stopped
-    attrs = attrs_of(k, truncate, splitwise, v1)
-    assert_states_equal(run_op(s, attrs, "cpu"), run_fastdeploy(s, attrs), str(attrs))
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("k", [0, -1])
-def test_the_raw_op_refuses_num_model_step_below_1_unchanged(device, k):
-    assert_raw_refused(forms.load(FORM).library, SIG, recompute_decode_state(3),
-                       attrs_of(k).values(), f"num_model_step must be >= 1, got {k}", device)
 
 
 def test_the_loop_drifts_as_pr5245_s_does():
