@@ -1,6 +1,6 @@
 """FastDeploy's own ``draft_model_preprocess`` kernels, in numpy.
 
-Two versions of one kernel,
+Three versions of one kernel,
 ``custom_ops/gpu_ops/speculate_decoding/draft_model/draft_model_preprocess.cu``:
 
 - PR #5738 as merged, FastDeploy commit 9018ccf74 (the release branch's
@@ -27,14 +27,15 @@ Two versions of one kernel,
   512).
 
 Each form's op computes what its model does on every state the kernel
-handles without leaving a row or wrapping, at up to 512 requests; it refuses
-what would leave a row or wrap, and it runs every request of a larger batch. This is a model of what the kernel does, not of what it should do: it
-refuses nothing the kernel runs but the accesses outside a row (below). Its
-integer arithmetic is emulated where it can wrap (32-bit ``int`` sums and
-differences, the 64-bit ``step_idx`` ones, the ``pre_ids`` position narrowed
-from 64 to 32 bits). It launches one block of
-512 threads, one a request, so requests from 512 on are left as they are and
-do not count towards ``not_need_stop``.
+handles without leaving a row or wrapping, at up to 512 requests (any number
+for the XPU op); it refuses what would leave a row or wrap, and it runs every
+request of a larger batch. This is a model of what the kernel does, not of
+what it should do: it refuses nothing the kernel runs but the accesses
+outside a row (below). Its integer arithmetic is emulated where it can wrap
+(32-bit ``int`` sums and differences, the 64-bit ``step_idx`` ones, the
+``pre_ids`` position narrowed from 64 to 32 bits). The GPU kernels launch one
+block of 512 threads, one a request, so requests from 512 on are left as they
+are and do not count towards ``not_need_stop``.
 
 The kernel never checks a column against its row's width. An access outside
 its request's row (a ``pre_ids`` position below 0 or past the row, a prompt
@@ -59,7 +60,7 @@ import numpy as np
 
 from .signature import FORMS
 
-# Each version's table (the pr5738 form's is the recompute form's registration).
+# Each version's table (the pr5738 form's registers as the recompute form's).
 SIGNATURES = {v: FORMS[v]["draft_model_preprocess"] for v in ("pr5245", "pr5738", "xpu")}
 # Threads of the one block the kernel is launched with, one a request.
 BLOCK_SIZE = 512
@@ -137,10 +138,10 @@ def draft_model_preprocess_xpu(state: Dict[str, np.ndarray], num_model_step: int
 def _run(version, state, num_model_step, truncate_first_token, splitwise_prefill,
          kvcache_scheduler_v1, out_of_row) -> None:
     sig = SIGNATURES[version]
-    INPUT_NAMES = sig.input_names
+    names = sig.input_names
     if out_of_row not in ("raise", "flat"):
         raise ValueError(f"out_of_row must be 'raise' or 'flat', got {out_of_row!r}")
-    missing = [n for n in INPUT_NAMES if n not in state]
+    missing = [n for n in names if n not in state]
     if missing:
         raise ValueError(f"draft_model_preprocess: state lacks {', '.join(missing)}")
     for t in sig.inputs:
@@ -153,7 +154,7 @@ def _run(version, state, num_model_step, truncate_first_token, splitwise_prefill
     # Threads past the batch do nothing; requests past 512 have none (the XPU
     # op loops over every request).
     rows = bsz if version == "xpu" else min(bsz, BLOCK_SIZE)
-    for name in INPUT_NAMES:
+    for name in names:
         if name != "not_need_stop" and state[name].shape[0] < rows:
             raise ValueError(f"draft_model_preprocess: {name} has {state[name].shape[0]} rows, "
                              f"the kernel reads {rows}")
@@ -162,10 +163,10 @@ def _run(version, state, num_model_step, truncate_first_token, splitwise_prefill
     # raises. Only the written tensors go back, so a read-only input that is
     # the same array as a written one (FastDeploy's own test passes
     # seq_lens_this_time as base_model_seq_lens_this_time) does not undo it.
-    w = {n: np.array(state[n], copy=True, order="C") for n in INPUT_NAMES}
+    w = {n: np.array(state[n], copy=True, order="C") for n in names}
     flat = out_of_row == "flat"
     m = {n: _Rows(n, w[n], flat) for n in _MATRICES}
-    v = {n: w[n].reshape(w[n].shape[0]) for n in INPUT_NAMES
+    v = {n: w[n].reshape(w[n].shape[0]) for n in names
          if n not in _MATRICES and n != "not_need_stop"}
     run = _splitwise_request if splitwise_prefill else _normal_request
     running = 0
