@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from fastdeploy_mtp import _build, ops, reference
+from fastdeploy_mtp import _build, forms, ops, reference, reference_fastdeploy
 from fastdeploy_mtp.harness import states  # noqa: E402
 from fastdeploy_mtp.buffers import tensors  # noqa: E402
 from fastdeploy_mtp.signature import FLAG, DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS  # noqa: E402
@@ -307,6 +307,28 @@ def recompute_decode_state(k=3, bsz=2):
 def preprocess_attrs(k, truncate=False, splitwise=False, v1=False):
     return dict(num_model_step=k, truncate_first_token=truncate, splitwise_prefill=splitwise,
                 kvcache_scheduler_v1=v1)
+
+
+def run_form_preprocess(form, state, attrs, device):
+    """`form`'s draft_model_preprocess (its typed wrapper) on `state` placed on
+    `device`; the state after it, in numpy."""
+    t = to_tensors(state, device)
+    forms.load(form).draft_model_preprocess(**t, **attrs)
+    return to_numpy(t)
+
+
+# The model of FastDeploy's kernel each FastDeploy-kernel form is held to.
+FASTDEPLOY_MODELS = {"pr5245": reference_fastdeploy.draft_model_preprocess_pr5245,
+                     "pr5738": reference_fastdeploy.draft_model_preprocess_pr5738,
+                     "pr6403": reference_fastdeploy.draft_model_preprocess_pr5738,
+                     "xpu": reference_fastdeploy.draft_model_preprocess_xpu}
+
+
+def run_fastdeploy_model(form, state, attrs):
+    """FastDeploy's kernel of `form`, as its numpy model runs it, on a copy."""
+    s = {k: v.copy() for k, v in state.items()}
+    FASTDEPLOY_MODELS[form](s, **attrs)
+    return s
 
 
 def assert_unchanged(tensors, before):

@@ -10,20 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastdeploy_mtp import forms, reference_fastdeploy
+from fastdeploy_mtp import forms
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.signature import FORMS
 import guarded
-from helpers import (DEVICES, assert_raw_alias_refused, assert_raw_refused, assert_states_equal,
-                     call_raw, raw_refusal_cases, recompute_decode_state, same_kind_pairs,
-                     to_numpy, to_tensors)
+from helpers import (FASTDEPLOY_MODELS, DEVICES, assert_raw_alias_refused, assert_raw_refused,
+                     assert_states_equal, call_raw, raw_refusal_cases, recompute_decode_state,
+                     run_fastdeploy_model, run_form_preprocess, same_kind_pairs, to_numpy,
+                     to_tensors)
 
-# Each form and the model of the kernel it runs.
-MODELS = {"pr5245": reference_fastdeploy.draft_model_preprocess_pr5245,
-          "pr5738": reference_fastdeploy.draft_model_preprocess_pr5738,
-          "pr6403": reference_fastdeploy.draft_model_preprocess_pr5738,
-          "xpu": reference_fastdeploy.draft_model_preprocess_xpu}
-KERNELS = list(MODELS)
+KERNELS = list(FASTDEPLOY_MODELS)
 
 
 def sig_of(form):
@@ -48,18 +44,6 @@ def decode_state(form, k=3, bsz=2):
     return ours(form, recompute_decode_state(k, bsz))
 
 
-def run_op(form, state, attrs, device):
-    t = to_tensors(state, device)
-    forms.load(form).draft_model_preprocess(**t, **attrs)
-    return to_numpy(t)
-
-
-def run_model(form, state, attrs):
-    s = {k: v.copy() for k, v in state.items()}
-    MODELS[form](s, **attrs)
-    return s
-
-
 def test_every_fastdeploy_kernel_form_has_a_model():
     """The forms whose preprocess is FastDeploy's own kernel: every form but
     ours (rollback), commit 0956b09a's (recompute, held to reference.py) and
@@ -76,7 +60,7 @@ def test_the_raw_op_called_positionally_as_fastdeploy_s_proposer_does(form, devi
     s = random_state(form, k, 24, k)
     t = to_tensors(s, device)
     call_raw(forms.load(form).library, sig_of(form), t, (k, False, False, True))
-    assert_states_equal(to_numpy(t), run_model(form, s, attrs_of(k)), f"{form} k={k}")
+    assert_states_equal(to_numpy(t), run_fastdeploy_model(form, s, attrs_of(k)), f"{form} k={k}")
 
 
 @pytest.mark.parametrize("form", KERNELS)
@@ -88,7 +72,7 @@ def test_the_raw_op_called_positionally_as_fastdeploy_s_proposer_does(form, devi
 def test_matches_fastdeploy_s_kernel(form, device, k, truncate, splitwise, v1):
     s = random_state(form, 10 * k + 2 * truncate + splitwise, 40, k)
     attrs = attrs_of(k, truncate, splitwise, v1)
-    assert_states_equal(run_op(form, s, attrs, device), run_model(form, s, attrs), str(attrs))
+    assert_states_equal(run_form_preprocess(form, s, attrs, device), run_fastdeploy_model(form, s, attrs), str(attrs))
 
 
 @pytest.mark.parametrize("form", KERNELS)
@@ -100,7 +84,7 @@ def test_the_guarded_driver_matches_fastdeploy_s_kernel(form, k, splitwise):
     attrs = attrs_of(k, splitwise=splitwise)
     got = {n: a.copy() for n, a in s.items()}
     guarded.call(sig_of(form), got, attrs, form=form)
-    assert_states_equal(got, run_model(form, s, attrs), str(attrs))
+    assert_states_equal(got, run_fastdeploy_model(form, s, attrs), str(attrs))
 
 
 @settings(max_examples=40, deadline=None)
@@ -118,7 +102,7 @@ def test_property_matches_fastdeploy_s_kernel(form, seed, bsz, k, v1, truncate, 
         s["recompute_token_num"][:] = rng.integers(0, k + 1, bsz).reshape(
             s["recompute_token_num"].shape)
     attrs = attrs_of(k, truncate, splitwise, v1)
-    assert_states_equal(run_op(form, s, attrs, "cpu"), run_model(form, s, attrs), str(attrs))
+    assert_states_equal(run_form_preprocess(form, s, attrs, "cpu"), run_fastdeploy_model(form, s, attrs), str(attrs))
 
 
 @pytest.mark.parametrize("form", KERNELS)

@@ -8,11 +8,11 @@ kernel form is held to alike is in tests/test_fastdeploy_kernels.py."""
 
 import pytest
 
-from fastdeploy_mtp import forms, reference_fastdeploy
+from fastdeploy_mtp import forms
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
 from helpers import (DEVICES, assert_raw_refused, assert_states_equal, recompute_decode_state,
-                     to_numpy, to_tensors)
+                     run_fastdeploy_model, run_form_preprocess)
 
 FORM = "pr5245"
 SIG = FORMS[FORM]["draft_model_preprocess"]
@@ -34,15 +34,12 @@ def decode_state(k=3, bsz=2):
 
 
 def run_op(state, attrs, device):
-    t = to_tensors(state, device)
-    forms.load(FORM).draft_model_preprocess(**t, **attrs)
-    return to_numpy(t)
+    return run_form_preprocess(FORM, state, attrs, device)
 
 
 def run_fastdeploy(state, attrs):
-    s = {k: v.copy() for k, v in state.items()}
-    reference_fastdeploy.draft_model_preprocess_pr5245(s, **attrs)
-    return s
+    """FastDeploy's kernel, as the numpy model runs it."""
+    return run_fastdeploy_model(FORM, state, attrs)
 
 
 def test_registered_as_fastdeploy_ba915e03e_registers_it():

@@ -9,12 +9,12 @@ form is held to alike is in tests/test_fastdeploy_kernels.py."""
 import numpy as np
 import pytest
 
-from fastdeploy_mtp import forms, reference_fastdeploy
+from fastdeploy_mtp import forms
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS, same_registration
 from helpers import (DEVICES, assert_raw_refused, assert_states_equal, recompute_decode_state,
-                     to_numpy, to_tensors)
+                     run_fastdeploy_model, run_form_preprocess)
 
 FORM = "pr5738"
 SIG = FORMS[FORM]["draft_model_preprocess"]
@@ -27,16 +27,12 @@ def attrs_of(k, truncate=False, splitwise=False, v1=True):
 
 
 def run_op(state, attrs, device):
-    t = to_tensors(state, device)
-    forms.load(FORM).draft_model_preprocess(**t, **attrs)
-    return to_numpy(t)
+    return run_form_preprocess(FORM, state, attrs, device)
 
 
 def run_fastdeploy(state, attrs):
     """FastDeploy's kernel, as the numpy model runs it."""
-    s = {k: v.copy() for k, v in state.items()}
-    reference_fastdeploy.draft_model_preprocess_pr5738(s, **attrs)
-    return s
+    return run_fastdeploy_model(FORM, state, attrs)
 
 
 def decode_state(k=3, bsz=2):

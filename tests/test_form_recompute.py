@@ -11,8 +11,8 @@ from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
 import guarded
 from helpers import (DEVICES, assert_raw_alias_refused, assert_raw_refused, assert_states_equal,
-                     call_raw, raw_refusal_cases, recompute_decode_state, same_kind_pairs,
-                     to_numpy, to_tensors)
+                     call_raw, raw_refusal_cases, recompute_decode_state, run_form_preprocess,
+                     same_kind_pairs, to_numpy, to_tensors)
 
 SIG = FORMS["recompute"]["draft_model_preprocess"]
 I32_MAX, I64_MAX = 2**31 - 1, 2**63 - 1
@@ -24,9 +24,7 @@ def attrs_of(k, truncate=False, splitwise=False, v1=True):
 
 
 def run_op(state, attrs, device):
-    t = to_tensors(state, device)
-    forms.load("recompute").draft_model_preprocess(**t, **attrs)
-    return to_numpy(t)
+    return run_form_preprocess("recompute", state, attrs, device)
 
 
 def run_ref(state, attrs):

@@ -11,11 +11,12 @@ tests/test_fastdeploy_kernels.py."""
 import numpy as np
 import pytest
 
-from fastdeploy_mtp import forms, reference_fastdeploy
+from fastdeploy_mtp import forms
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
-from helpers import DEVICES, assert_states_equal, recompute_decode_state, to_numpy, to_tensors
+from helpers import (DEVICES, assert_states_equal, recompute_decode_state, run_fastdeploy_model,
+                     run_form_preprocess, to_numpy, to_tensors)
 
 FORM = "xpu"
 SIG = FORMS[FORM]["draft_model_preprocess"]
@@ -38,15 +39,12 @@ def attrs_of(k, truncate=True, splitwise=False, v1=True):
 
 
 def run_op(state, attrs, device):
-    t = to_tensors(state, device)
-    forms.load(FORM).draft_model_preprocess(**t, **attrs)
-    return to_numpy(t)
+    return run_form_preprocess(FORM, state, attrs, device)
 
 
 def run_fastdeploy(state, attrs):
-    s = {k: v.copy() for k, v in state.items()}
-    reference_fastdeploy.draft_model_preprocess_xpu(s, **attrs)
-    return s
+    """FastDeploy's kernel, as the numpy model runs it."""
+    return run_fastdeploy_model(FORM, state, attrs)
 
 
 def test_registered_as_fastdeploy_c29e86fc9_registers_its_xpu_op():
