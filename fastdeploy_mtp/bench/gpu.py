@@ -119,14 +119,13 @@ def _check_floor_signatures() -> None:
 
 
 def _repeatable_state(form: str, rng, bsz: int):
-    """A state of `form`'s tensors that stays valid through many calls."""
-    names = FORMS[form]["draft_model_preprocess"].input_names
+    """A state of `form`'s tensors that stays valid through many calls: the
+    shadow form's own, else those of the recompute form's (every other form
+    takes a subset of its 22 tensors)."""
     if form == "shadow":
         return states.repeatable_shadow_state(rng, bsz, num_model_step=K)
-    if "recompute_token_num" in names or "mask_rollback" not in names:
-        s = states.repeatable_recompute_state(rng, bsz, num_model_step=K)
-        return {n: s[n] for n in names}
-    return states.repeatable_preprocess_state(rng, bsz, num_model_step=K)
+    s = states.repeatable_recompute_state(rng, bsz, num_model_step=K)
+    return {n: s[n] for n in FORMS[form]["draft_model_preprocess"].input_names}
 
 
 # Each form's FastDeploy-shaped preprocess, its repeatable state and its attributes.
