@@ -67,23 +67,31 @@ version="$("$work/venv/bin/fastdeploy-mtp" --version)"
 [ "$version" = "$("$py" -m fastdeploy_mtp --version)" ] && echo "fastdeploy-mtp --version: $version"
 ls "$FASTDEPLOY_MTP_CACHE"/*/fastdeploy_mtp_ops* >/dev/null  # built here, from the wheel
 # FD_PLUGINS=fastdeploy_mtp through the wheel's own entry point (its
-# metadata, not the checkout's): the stand-in of FastDeploy 9018ccf74
-# (tests/standin_fastdeploy) loads the plugin as FastDeploy does; at the
-# proposer's first calls the plugin loads our library and a probe of the
-# stand-in's own mask op tells the pr5738 form from the pr6403 one, and our
-# pr5738 ops then compute what FastDeploy's do.
-out="$(FD_PLUGINS=fastdeploy_mtp STANDIN_FASTDEPLOY_COMMIT=9018ccf74 \
-  PYTHONPATH="$repo/tests/standin_fastdeploy" "$py" "$repo/tests/standin_fastdeploy/drive.py" \
-  '{"proposer_first": true, "run": "pr5738"}')"
-echo "$out" | grep '^RESULT ' | "$py" -c '
-import json, sys
+# metadata, not the checkout's), for each FastDeploy version a shipped form
+# stands for (tests/standin_fastdeploy, the commits of tests/test_plugin.py's
+# COMMIT_OF): the stand-in loads the plugin as FastDeploy does; at the
+# proposer's first calls the plugin loads our library (and, for a 22-tensor
+# op, a probe of the stand-in's own mask op tells pr5738 from pr6403), and the
+# proposer's calls then compute what that version's ops compute.
+for pair in pr5245:ba915e03e pr5738:9018ccf74 pr6403:2178f2829 shadow:7a6c28781; do
+  form="${pair%%:*}"
+  out="$(FD_PLUGINS=fastdeploy_mtp STANDIN_FASTDEPLOY_COMMIT="${pair#*:}" \
+    PYTHONPATH="$repo/tests/standin_fastdeploy" "$py" "$repo/tests/standin_fastdeploy/drive.py" \
+    "{\"proposer_first\": true, \"run\": \"$form\"}")"
+  echo "$out" | grep '^RESULT ' | FORM="$form" COMMIT="${pair#*:}" "$py" -c '
+import json, os, sys
+from fastdeploy_mtp.signature import preprocess_form
+form, commit = os.environ["FORM"], os.environ["COMMIT"]
 r = json.loads(sys.stdin.read()[len("RESULT "):])
 assert r["mismatch"] is None and r["fastdeploy_left"] == [] and r["calls"] == [], r
-assert r["loads_at_register"] == [] and set(r["held"].values()) == {"pr5738"}, r
-levels = [level for level, _ in r["log"]]
-assert levels == ["INFO", "INFO"] and r["log"][1][1].endswith(
-    "using our pr5738 form\x27s update_attn_mask_offsets"), r["log"]
-print("FD_PLUGINS=fastdeploy_mtp, through the wheel: the probe left "
-      + r["log"][1][1].split(" left ", 1)[1])'
+assert r["loads_at_register"] == [], r
+pre, mask = "draft_model_preprocess", "update_attn_mask_offsets"
+want = {pre: preprocess_form(form), "static_op_" + pre: preprocess_form(form),
+        mask: form, "static_op_" + mask: form}
+assert r["held"] == want, (r["held"], want)
+assert all(level == "INFO" for level, _ in r["log"]), r["log"]
+print("FD_PLUGINS=fastdeploy_mtp, through the wheel, stand-in FastDeploy", commit + ":",
+      r["log"][-1][1])'
+done
 
 echo "the wheel works from an empty folder"
