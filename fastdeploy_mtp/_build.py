@@ -337,7 +337,11 @@ def source_hash(cuda: bool, *also: Path) -> str:
     for p in hashed_sources(*also):
         h.update(p.name.encode())
         h.update(p.read_bytes())
-    h.update(repr((compile_flags(cuda), link_flags(cuda))).encode())
+    # The flags name the sources' folder (-I): hashed without it, so two
+    # copies of the same sources (a checkout and its scratch copies) share a
+    # build, while any flag else still builds apart.
+    flags = repr((compile_flags(cuda), link_flags(cuda))).replace(str(SOURCE_DIR), "<sources>")
+    h.update(flags.encode())
     if cuda and os.environ.get("PADDLE_CUDA_ARCH_LIST"):
         # Paddle's builder adds SASS for these archs to the flags above.
         h.update(os.environ["PADDLE_CUDA_ARCH_LIST"].encode())

@@ -710,8 +710,8 @@ MUTATIONS = [
              'or list(SERVED_ARCHS)',
              'or [90]'),
     Mutation("the CUDA flags left out of the CUDA build's hash", BUILD,
-             '    h.update(repr((compile_flags(cuda), link_flags(cuda))).encode())',
-             '    h.update(repr((compile_flags(False), link_flags(cuda))).encode())'),
+             '    flags = repr((compile_flags(cuda), link_flags(cuda))).replace(',
+             '    flags = repr((compile_flags(False), link_flags(cuda))).replace('),
     Mutation('an arch nvcc does not know taken', BUILD,
              '        if unknown:\n            raise SettingError(',
              '        if False:\n            raise SettingError('),
@@ -733,6 +733,8 @@ MUTATIONS = [
     Mutation("a waiter that comes before the holder's pid names no one", BUILD,
              "            holder = _lock_holder(fd)\n",
              '            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"\n'),
+    Mutation("the sources' folder hashed, so each copy of the same sources builds anew", BUILD,
+             '.replace(str(SOURCE_DIR), "<sources>")', ''),
     Mutation("an empty setting taken for a value", BUILD,
              "    if value and value not in allowed:",
              "    if name in os.environ and value not in allowed:"),
@@ -766,6 +768,48 @@ GPU_TESTS = ["tests/test_gpu.py", "tests/test_refusal_messages.py", "tests/test_
 # The mutations only a machine with two GPUs can see (test_gpu_devices.py
 # skips on fewer): run with --device gpu2 there.
 GPU2_TESTS = ["tests/test_gpu_devices.py"]
+
+
+# The test files nearest each mutated file, run before the rest: with -x the
+# suite stops at its first failure, so a mutant dies as soon as a test near
+# its code sees it, while a survivor still runs every file. The verdict is
+# the whole suite's either way; only the time to it changes.
+NEAREST = {
+    REF: ["tests/test_differential.py", "tests/test_properties.py"],
+    REF_FD: ["tests/test_reference_fastdeploy.py", "tests/test_fastdeploy_kernels.py"],
+    PLUGIN: ["tests/test_plugin.py"],
+    REPRO: ["tests/test_reproduce.py", "tests/test_cli.py"],
+    SIMFD: ["tests/test_sim_fastdeploy.py", "tests/test_verdict.py"],
+    VERDICT: ["tests/test_verdict.py"],
+    MAIN: ["tests/test_cli.py"],
+    SIM_CLI: ["tests/test_cli.py", "tests/test_simulator.py"],
+    BUILD: ["tests/test_loader.py", "tests/test_build_lock.py"],
+    PROP: ["tests/test_proposer.py"],
+    SLOTS: ["tests/test_proposer.py"],
+    SIM: ["tests/test_simulator.py"],
+    ORACLE: ["tests/test_simulator.py", "tests/test_draft_model.py"],
+    TINY: ["tests/test_draft_model.py"],
+    WITHOUT_FIX: ["tests/test_simulator.py"],
+}
+# A mutation named after a form is nearest to that form's own tests.
+FORM_TESTS = {"recompute": ["tests/test_form_recompute.py"],
+              "shadow": ["tests/test_form_shadow.py"],
+              **{f: [f"tests/test_form_{f}.py", "tests/test_fastdeploy_kernels.py"]
+                 for f in ("pr5245", "pr5738", "pr6403", "xpu")}}
+
+
+def ordered_tests(m, tests: list) -> list:
+    """`tests` (the device's set, or --tests) with the files nearest `m` first."""
+    near = list(NEAREST.get(m.path, []))
+    for form, files in FORM_TESTS.items():
+        if form in m.name.split() or f"{form}'s" in m.name:
+            near = files + near
+    if m.path.endswith((".h", ".cuh", ".cc")):
+        # The guarded driver still leads for C++: a write past a tensor faults
+        # there at once, where in a Paddle tensor it may hang the suite.
+        near = ["tests/test_guarded.py"] + near
+    first = [t for t in dict.fromkeys(near) if t in tests]
+    return first + [t for t in tests if t not in first]
 
 
 def _gpus() -> int:
@@ -876,8 +920,10 @@ def run_one(m, tests: list, cache: Path, extra: tuple = ()) -> tuple:
         if m is not None and not apply(m, root):
             return m, "stale", "", time.time() - t0, f"{m.path}: the original text is not there"
         # C++ mutants build into their own folder of the shared cache (keyed
-        # by the sources' hash); Python mutants reuse the baseline's build.
-        verdict, how, last = _run_tests(root, tests, cache, extra)
+        # by the sources' hash, not their folder); Python mutants reuse the
+        # baseline's build.
+        order = tests if m is None else ordered_tests(m, tests)
+        verdict, how, last = _run_tests(root, order, cache, extra)
         return m, verdict, how, time.time() - t0, last
 
 

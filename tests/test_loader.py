@@ -109,6 +109,26 @@ def test_the_sanitized_build_is_a_build_of_its_own(monkeypatch):
     assert _build.source_hash(False) == plain
 
 
+def test_a_copy_of_the_same_sources_shares_the_build_and_an_edit_does_not(tmp_path, monkeypatch):
+    """The hash names what is compiled, not where: a scratch copy of
+    custom_ops/ (a second checkout, a mutant's copy) hashes as the original
+    and loads its build; an edit of the copy builds apart; so does a flag."""
+    for cuda in (False, True):
+        monkeypatch.setattr(_build, "SOURCE_DIR", _build.SOURCE_DIR)
+        original = _build.source_hash(cuda)
+        scratch = tmp_path / f"copy{int(cuda)}" / "custom_ops"
+        shutil.copytree(_build.SOURCE_DIR, scratch, ignore=shutil.ignore_patterns("build"))
+        monkeypatch.setattr(_build, "SOURCE_DIR", scratch)
+        assert any(str(scratch) in f for f in _build.compile_flags(cuda)["cxx"])
+        assert _build.source_hash(cuda) == original
+        (scratch / "forms.h").write_text((scratch / "forms.h").read_text() + "\n")
+        assert _build.source_hash(cuda) != original
+    monkeypatch.setenv("FASTDEPLOY_MTP_STATIC_LIBSTDCXX", "1")
+    edited = _build.source_hash(False)
+    monkeypatch.setenv("FASTDEPLOY_MTP_STATIC_LIBSTDCXX", "0")
+    assert _build.source_hash(False) != edited
+
+
 def test_an_unknown_sanitizer_is_refused(monkeypatch):
     monkeypatch.setenv("FASTDEPLOY_MTP_SANITIZE", "address")
     with pytest.raises(ValueError, match="only 'undefined'"):

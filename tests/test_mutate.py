@@ -94,3 +94,23 @@ def test_a_mutation_that_is_not_there_does_not_apply(tmp_path):
 ])
 def test_how_a_suite_judged_a_mutant(returncode, how):
     assert mutate.how_killed(returncode) == how
+
+
+@pytest.mark.parametrize("device,tests", [("cpu", mutate.CPU_TESTS), ("gpu", mutate.GPU_TESTS)])
+def test_a_mutant_runs_every_test_file_with_the_nearest_first(device, tests):
+    """The order only hastens a kill: every file of the set runs, once, for
+    every mutant; a file named for the mutated code comes before the others,
+    and a C++ mutant meets the guarded driver first."""
+    for m in mutate.MUTATIONS:
+        order = mutate.ordered_tests(m, tests)
+        assert sorted(order) == sorted(tests) and len(order) == len(set(order)), m.name
+        near = [f for f in mutate.NEAREST.get(m.path, []) if f in tests]
+        assert set(order[:len(near) + 3]) >= set(near), (m.name, order[:6])
+        if m.path.endswith((".h", ".cuh", ".cc")) and "tests/test_guarded.py" in tests:
+            assert order[0] == "tests/test_guarded.py", (m.name, order[:3])
+    plugin = next(m for m in mutate.MUTATIONS if m.path == mutate.PLUGIN)
+    assert mutate.ordered_tests(plugin, mutate.CPU_TESTS)[0] == "tests/test_plugin.py"
+    pr5245 = next(m for m in mutate.MUTATIONS if m.name.startswith("pr5245 ") and m.path == mutate.H)
+    assert mutate.ordered_tests(pr5245, mutate.CPU_TESTS)[:3] == [
+        "tests/test_guarded.py", "tests/test_form_pr5245.py", "tests/test_fastdeploy_kernels.py"]
+
