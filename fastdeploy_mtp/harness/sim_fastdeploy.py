@@ -73,6 +73,49 @@ do (fastdeploy/worker/gpu_model_runner.py:885-891 at c29e86fc9). The runner of
 9018ccf74 hands its base model the first token alone (gpu_model_runner.py:701
 and 712, no draft tokens), which then accepts exactly one token.
 
+Chunked prefill and prefix-cache starts (``--chunk N``, ``--prefix-cache P``,
+on a mixed or prefill node; a decode node's insert stays the first token
+alone). FastDeploy's scheduler hands a prompt not yet all computed as a
+PREFILL task of [num_computed_tokens, num_computed_tokens + new tokens)
+(resource_manager_v1.py 9018ccf74:215-219), each step, the running requests
+before the waiting ones (:548-551, 648-672, 674), the new tokens bounded by
+the step's budget (:360-361) and moved to the end of an image span they would
+cut (:403-417): ``chunk_end``, ``prefill_spans``. A prefix-cache hit starts
+the first task at the cached token count (``prefix_cache_start``). Every task
+goes through the same ``insert_tasks_v1`` (gpu_model_runner.py 9018ccf74:827),
+so a chunk [start, end) gets the rules above: ``seq_lens_decoder = start``,
+``seq_lens_encoder = end - start``, ``step_idx`` 0 on a chunk before the last
+(mtp.py:554-556: end short of prompt and output), the chunk's mask offsets
+and the cursor ``offsets[end-1] + 1`` (:559-566), and ``input_ids`` the base
+row from column 1 (:536-538), which the base runner fills with the chunk's
+tokens (gpu_model_runner.py:701-703): tokens start + 1 .. end - 1.
+
+The base model runs a chunk as any prefill: its verify samples a token at the
+chunk's last position, ``accept_num`` 1, ``step_idx`` + 1
+(speculate_verify.cu 9018ccf74:267-297), its update moves
+``seq_lens_decoder`` to end (speculate_update.cu:67-70), and only the output
+is dropped while ``seq_lens_decoder`` is short of the prompt
+(speculate_save_output.cc:106); ``sim_models.ScriptedBase`` does the same.
+The proposer runs in the same step, and its preprocess, seeing
+``seq_lens_encoder > 0`` and the base model not stopped, puts
+``accept_tokens[0]``, that dropped sample, at ``input_ids[end - start - 1]``
+(draft_model_preprocess.cu 9018ccf74:204-213; process_splitwise_prefill on a
+prefill node, :99-107; the shadow form's kernel alike, c29e86fc9:107-113,
+which names chunked prefill among its cases). The draft's K/V at a chunk's
+last position is thus computed on the base model's guess at the next prompt
+token, not on that token, and nothing computes it again: the next chunk starts
+at end. (The insert of the other path, ``update_task_chunk_prefill``,
+mtp.py:1103-1124, writes the next chunk's first token there; it is not the
+path replayed.) The oracle, given the prompt (``DraftRunner.admit``), holds
+each prompt position to the request's own token, so every later query that
+attends such a position disagrees, unless the sample is the prompt's token
+(the scripted base samples at random). A prefill node's runner stops a
+request once ``seq_lens_decoder`` reaches its prompt
+(speculate_schedule_cache.cu 9018ccf74:51-59 under
+``PREFILL_NODE_ONE_STEP_STOP_V1``, set for a prefill node with the v1
+scheduler, worker_process.py:1005-1006), so it hands the request over after
+its last chunk, with the draft K/V of every chunk's last position.
+
 It also counts every index FastDeploy's own kernels would write outside a row
 or a tensor on the states of the loop (a numpy model of their writes): the
 preprocess's ``pre_ids`` window and first-token column, and the draft

@@ -133,7 +133,7 @@ class ScriptedBase:
                     if end < len(s.prompt):
                         # A chunk before the last: the base model samples a
                         # token at its last position all the same, which the
-                        # runner does not output (chunked_prefill_base).
+                        # runner does not output (sim_fastdeploy says where).
                         continue
                 s.generated = [int(a_["accept_tokens"][i, 0])]
                 s.new = False
