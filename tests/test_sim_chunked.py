@@ -321,14 +321,34 @@ def test_the_command_line_refuses_bad_values(flags, said, capsys):
     assert err.count("\n") == 1 and said in err
 
 
-def test_a_prefill_node_hands_a_chunked_request_over_after_its_last_chunk():
+def test_a_prefill_node_hands_a_chunked_request_over_after_its_last_chunk(monkeypatch):
     """At k = 1 FastDeploy's PD replay is exact without chunks
     (test_sim_fastdeploy); with chunks of 5 the prefill node hands each
     request over once its last chunk ran (speculate_schedule_cache.cu
-    9018ccf74:51-59): no mask offset or alignment drifts, and the only
+    9018ccf74:51-59): each handover's prompt ends where its slot's last
+    inserted chunk ended, no mask offset or alignment drifts, and the only
     disagreements are queries attending a chunk's last position, which the
     oracle names."""
+    last_end, handed = {}, []
+    insert = sim_fastdeploy.insert
+
+    def recording_insert(p, reqs, recompute=None, form="rollback", spans=None):
+        if p.config.role == "prefill":
+            for r in reqs:
+                last_end[r.slot] = spans[r.slot][1]
+        insert(p, reqs, recompute, form, spans)
+
+    export = draft_check.DraftRunner.export_prompt
+
+    def recording_export(self, slot, n):
+        handed.append((last_end[slot], n))
+        return export(self, slot, n)
+
+    monkeypatch.setattr(sim_fastdeploy, "insert", recording_insert)
+    monkeypatch.setattr(draft_check.DraftRunner, "export_prompt", recording_export)
     t = run(mode="pd", num_model_steps=1, chunk=5, seed=1)
+    assert len(handed) > 10 and any(n > 5 for _, n in handed)
+    assert all(end == n for end, n in handed), handed
     assert t.violations == 0, t.first_violation
     assert t.outside.total == 0
     assert t.model.disagreements > 0
