@@ -49,13 +49,39 @@ class DraftRunner:
         self.model = TinyDecoder(TinyConfig(vocab=vocab, seed=seed), max_num_seqs, max_model_len)
         self.held = np.full((max_num_seqs, max_model_len), -1, np.int64)
         self.prompt_offsets: Dict[int, np.ndarray] = {}  # slot -> its prompt's mask offsets
+        # slot -> the draft's true input at the prompt's positions 0..n-2 (the
+        # prompt shifted by one), where a runner's inserts may leave another
+        # token there (admit's `prompt`).
+        self.prompt_inputs: Dict[int, np.ndarray] = {}
 
-    def admit(self, slot: int, mask_offsets: np.ndarray) -> None:
+    def admit(self, slot: int, mask_offsets: np.ndarray, prompt=None) -> None:
         """A new request in `slot`: its prompt's true mask, as the workload
         submitted it (not as a runner inserted it: a request prefilled again
         keeps it, its later positions causal). The cache and the held tokens
-        keep whatever was there (a real runner does not clear them)."""
+        keep whatever was there (a real runner does not clear them).
+
+        With `prompt` (its tokens as submitted) the cache-free recomputation
+        also takes the draft's input at each prompt position p < n - 1 from
+        the prompt (token p + 1) instead of from what the draft holds there:
+        a position computed on another token is then a disagreement (a
+        chunked prefill's last position, sim_fastdeploy)."""
         self.prompt_offsets[slot] = np.asarray(mask_offsets, np.int64)
+        if prompt is None:
+            self.prompt_inputs.pop(slot, None)
+        else:
+            self.prompt_inputs[slot] = np.asarray(prompt, np.int64)[1:]
+
+    def cached_prefix(self, slot: int, start: int) -> None:
+        """The draft K/V of the prompt's positions 0..start-1 as a prefix-cache
+        hit leaves them: computed on the request's true inputs (admit's
+        `prompt`) and mask (sim_fastdeploy.prefix_cache_start says why that is
+        an assumption). Not a forward the runner makes: nothing is checked."""
+        tokens = self.prompt_inputs[slot][:start]
+        ends = true_ends(self.prompt_offsets[slot], np.arange(start))
+        offsets = np.zeros(2 * start, np.int32)
+        offsets[1::2] = ends
+        self.model.forward_cached(tokens, [(slot, 0, start, 0)], offsets)
+        self.held[slot, :start] = tokens
 
     def export_prompt(self, slot: int, n: int) -> tuple:
         """What a prefill node hands over with a request: the draft K/V of
@@ -91,7 +117,14 @@ class DraftRunner:
                                    f"computed")
                 greedy[slot] = int(logits[q + n - 1].argmax())
                 continue
-            full = self.model.forward_full(self.held[slot, :M], ends)
+            inputs = self.held[slot, :M].copy()
+            truth = self.prompt_inputs.get(slot)
+            wrong = np.zeros(0, np.int64)
+            if truth is not None:
+                m = min(M, truth.shape[0])
+                wrong = np.nonzero(inputs[:m] != truth[:m])[0]
+                inputs[:m] = truth[:m]
+            full = self.model.forward_full(inputs, ends)
             got, want = logits[q:q + n], full[start:M]
             diff = np.abs(got - want).max(axis=1)
             bad = (diff > TOLERANCE) | (got.argmax(axis=1) != want.argmax(axis=1))
@@ -105,5 +138,10 @@ class DraftRunner:
                                    f"differ from the cache-free recomputation by "
                                    f"{diff[j]:.3g} (mask end {int(offsets[2 * (q + j) + 1])}, "
                                    f"true end {int(ends[start + j])})")
+                    if wrong.size:
+                        w = int(wrong[0])
+                        tally.first += (f"; the draft computed position {w} on token "
+                                        f"{int(self.held[slot, w])}, the request's is "
+                                        f"{int(truth[w])}")
             greedy[slot] = int(got[-1].argmax())
         return greedy

@@ -73,6 +73,49 @@ do (fastdeploy/worker/gpu_model_runner.py:885-891 at c29e86fc9). The runner of
 9018ccf74 hands its base model the first token alone (gpu_model_runner.py:701
 and 712, no draft tokens), which then accepts exactly one token.
 
+Chunked prefill and prefix-cache starts (``--chunk N``, ``--prefix-cache P``,
+on a mixed or prefill node; a decode node's insert stays the first token
+alone). FastDeploy's scheduler hands a prompt not yet all computed as a
+PREFILL task of [num_computed_tokens, num_computed_tokens + new tokens)
+(resource_manager_v1.py 9018ccf74:215-219), each step, the running requests
+before the waiting ones (:548-551, 648-672, 674), the new tokens bounded by
+the step's budget (:360-361) and moved to the end of an image span they would
+cut (:403-417): ``chunk_end``, ``prefill_spans``. A prefix-cache hit starts
+the first task at the cached token count (``prefix_cache_start``). Every task
+goes through the same ``insert_tasks_v1`` (gpu_model_runner.py 9018ccf74:827),
+so a chunk [start, end) gets the rules above: ``seq_lens_decoder = start``,
+``seq_lens_encoder = end - start``, ``step_idx`` 0 on a chunk before the last
+(mtp.py:554-556: end short of prompt and output), the chunk's mask offsets
+and the cursor ``offsets[end-1] + 1`` (:559-566), and ``input_ids`` the base
+row from column 1 (:536-538), which the base runner fills with the chunk's
+tokens (gpu_model_runner.py:701-703): tokens start + 1 .. end - 1.
+
+The base model runs a chunk as any prefill: its verify samples a token at the
+chunk's last position, ``accept_num`` 1, ``step_idx`` + 1
+(speculate_verify.cu 9018ccf74:267-297), its update moves
+``seq_lens_decoder`` to end (speculate_update.cu:67-70), and only the output
+is dropped while ``seq_lens_decoder`` is short of the prompt
+(speculate_save_output.cc:106); ``sim_models.ScriptedBase`` does the same.
+The proposer runs in the same step, and its preprocess, seeing
+``seq_lens_encoder > 0`` and the base model not stopped, puts
+``accept_tokens[0]``, that dropped sample, at ``input_ids[end - start - 1]``
+(draft_model_preprocess.cu 9018ccf74:204-213; process_splitwise_prefill on a
+prefill node, :99-107; the shadow form's kernel alike, c29e86fc9:107-113,
+which names chunked prefill among its cases). The draft's K/V at a chunk's
+last position is thus computed on the base model's guess at the next prompt
+token, not on that token, and nothing computes it again: the next chunk starts
+at end. (The insert of the other path, ``update_task_chunk_prefill``,
+mtp.py:1103-1124, writes the next chunk's first token there; it is not the
+path replayed.) The oracle, given the prompt (``DraftRunner.admit``), holds
+each prompt position to the request's own token, so every later query that
+attends such a position disagrees, unless the sample is the prompt's token
+(the scripted base samples at random). A prefill node's runner stops a
+request once ``seq_lens_decoder`` reaches its prompt
+(speculate_schedule_cache.cu 9018ccf74:51-59 under
+``PREFILL_NODE_ONE_STEP_STOP_V1``, set for a prefill node with the v1
+scheduler, worker_process.py:1005-1006), so it hands the request over after
+its last chunk, with the draft K/V of every chunk's last position.
+
 It also counts every index FastDeploy's own kernels would write outside a row
 or a tensor on the states of the loop (a numpy model of their writes): the
 preprocess's ``pre_ids`` window and first-token column, and the draft
@@ -120,6 +163,84 @@ def handed_over_span(role: str, n: int):
     return (n, n + 1) if role == "decode" else (0, n)
 
 
+# The simulator's cache block, in tokens. FastDeploy's is cache_config.block_size
+# (64 by default: fastdeploy/config.py:1273 at 9018ccf74); the simulator's
+# prompts are a few dozen tokens, so its prefix-cache hits use blocks of 4.
+PREFIX_BLOCK = 4
+
+
+def prefix_cache_start(rng, offsets: np.ndarray, prob: float, block: int = PREFIX_BLOCK) -> int:
+    """Where the prefill of a prompt with these mask offsets starts after a
+    prefix-cache lookup (``--prefix-cache P``): with probability `prob` a hit
+    of a whole number of blocks, 1 .. n // block of them uniformly, else 0.
+    The hit is whole blocks, each block's key the hash of its own tokens and
+    the blocks before it (prefix_cache_manager.py 9018ccf74:797-802); the
+    scheduler counts its tokens computed (resource_manager_v1.py
+    9018ccf74:946-948), less one block where the hit is the whole prompt, so
+    that a token is left to prefill (:944-945). A hit that would end inside
+    an image span ends at the span's start instead, as FastDeploy's match
+    does with ``disable_chunked_mm_input`` (prefix_cache_manager.py:1524-1545
+    and 1375-1432); the simulator applies it after the whole-prompt rule too,
+    so that the cached positions never attend a position past the hit.
+    Draws from `rng` only where `prob` > 0.
+
+    The draft's K/V at the hit's positions: MTP's insert gives the draft the
+    request's block table (mtp.py 9018ccf74:542-547) over the draft's own
+    cache, so a reused block holds what the draft of the request that filled
+    it wrote there. Its positions before the last see the same tokens and
+    target hidden states as this request's; the last one's draft input is
+    the token after the hit in that earlier request, which the block's key
+    does not cover. Which request that was is the workload's, not the
+    code's: the replay takes the cached K/V as right (computed on this
+    request's tokens and mask), as for a repeated prompt."""
+    n = offsets.shape[0]
+    if prob <= 0 or rng.random() >= prob or n < block:
+        return 0
+    matched = block * int(rng.integers(1, n // block + 1))
+    if matched == n:
+        matched -= block
+    if 0 < matched and offsets[matched - 1] >= matched:  # inside a span: back to its start
+        matched = int(np.nonzero(offsets == offsets[matched - 1])[0][0])
+    return matched
+
+
+def image_span_end(offsets: np.ndarray, p: int) -> int:
+    """The end (exclusive) of the image span holding prompt position p, or 0
+    where p is a text token. A span [a, b) gives each of its tokens the
+    offset b - 1 (``simulate.new_prompt``): p is in one when its offset lies
+    past it, or when the token before it ends its span at p."""
+    if offsets[p] > p or (p > 0 and offsets[p - 1] == p):
+        return int(offsets[p]) + 1
+    return 0
+
+
+def chunk_end(offsets: np.ndarray, start: int, n: int, chunk: int) -> int:
+    """The end of the prefill chunk FastDeploy's scheduler hands from `start`
+    with `chunk` tokens of budget (``--chunk``): start + chunk, at most n
+    (resource_manager_v1.py 9018ccf74:360-361), and where the first token left
+    out lies inside an image span, that span's end: a chunk never cuts an
+    image (:403-417; the simulator's prompts have no image-end marker, which
+    FastDeploy leaves to the next chunk, :408-413). FastDeploy's budget is
+    the batch's, shared by its requests (:546 and 666); here each request
+    gets `chunk`."""
+    end = min(n, start + chunk)
+    if end < n:
+        end = max(end, image_span_end(offsets, end))
+    return end
+
+
+def prefill_spans(n: int, start: int, chunk: int, offsets: np.ndarray):
+    """The spans [s, e) in which FastDeploy prefills an n-token prompt from
+    `start` (0, or a prefix-cache hit), each chunk_end's; one span [start, n)
+    without --chunk (`chunk` 0)."""
+    spans = []
+    while start < n:
+        end = chunk_end(offsets, start, n, chunk) if chunk else n
+        spans.append((start, end))
+        start = end
+    return spans
+
+
 def mask_offsets_through_first_token(r: Request) -> np.ndarray:
     """The request's mask offsets as FastDeploy's insert indexes them, one
     entry per position: the prompt's, then the first generated token's. That
@@ -144,10 +265,13 @@ def mask_offsets_through_first_token(r: Request) -> np.ndarray:
 RUNNER_C29E86FC9 = ("shadow", "xpu")
 
 
-def insert(proposer, requests: Iterable[Request], recompute=None, form: str = "rollback") -> None:
+def insert(proposer, requests: Iterable[Request], recompute=None, form: str = "rollback",
+           spans=None) -> None:
     """FastDeploy's insert_tasks_v1 of `form`'s version, written into the
     proposer's buffers (and, in the recompute form, into `recompute`: its
-    recompute_token_num). Buffers it does not name keep what they hold."""
+    recompute_token_num). Buffers it does not name keep what they hold.
+    `spans` ({slot: (start, end)}, mixed and prefill nodes) hands a request's
+    prompt as that chunk (prefill_spans) instead of whole."""
     cfg = proposer.config
     decode = cfg.role == "decode"
     a = {n: read(proposer.state[n]) for n in SLOT_FIELDS}
@@ -155,6 +279,10 @@ def insert(proposer, requests: Iterable[Request], recompute=None, form: str = "r
         i, prompt = int(r.slot), np.asarray(r.prompt, np.int64)
         n = prompt.shape[0]
         start, end = handed_over_span(cfg.role, n)
+        if spans is not None and i in spans:
+            if decode:
+                raise ValueError("a decode node's insert is the first token alone")
+            start, end = spans[i]
         length = end - start
         # The base model's input row holds the span's tokens; the draft gets
         # them shifted by one (nothing on a decode node: the span is one token).

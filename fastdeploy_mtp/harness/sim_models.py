@@ -12,7 +12,7 @@ Both keep numpy mirrors and copy them into the Paddle buffers the ops read.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -48,6 +48,9 @@ class SlotLife:
     generated: List[int] = field(default_factory=list)  # tokens the base produced
     dropped: bool = False       # dropped by a block step (no kvcache_scheduler_v1)
     decoded: int = 0            # tokens generated before its last prefill (a dropped request)
+    # The prompt's positions [start, end) prefilled this step (--chunk,
+    # --prefix-cache); None: the whole prompt.
+    span: Optional[Tuple[int, int]] = None
 
 
 @dataclass
@@ -73,10 +76,14 @@ class ScriptedBase:
         return [i for i, s in enumerate(self.slots) if not s.active]
 
     def admit(self, slot: int, prompt: List[int], handover=None, mask_offsets=None,
-              decoded: int = 0) -> None:
+              decoded: int = 0, span: Optional[Tuple[int, int]] = None) -> None:
         offsets = np.arange(len(prompt)) if mask_offsets is None else np.asarray(mask_offsets)
         self.slots[slot] = SlotLife(prompt=list(prompt), mask_offsets=offsets, active=True,
-                                    new=True, handover=handover, decoded=decoded)
+                                    new=True, handover=handover, decoded=decoded, span=span)
+
+    def prefill_chunk(self, slot: int, span: Tuple[int, int]) -> None:
+        """The scheduler hands the slot's request its next prefill chunk."""
+        self.slots[slot].span = span
 
     def _valid_drafts(self, i: int) -> int:
         row = self.a["draft_tokens"][i, 1:]
@@ -118,8 +125,17 @@ class ScriptedBase:
                 a_["accept_num"][i] = 1
                 a_["accept_tokens"][i] = 0
                 a_["accept_tokens"][i, 0] = rng.integers(3, VOCAB)
-                s.generated = [int(a_["accept_tokens"][i, 0])]
                 a_["seq_lens_this_time"][i] = len(s.prompt)
+                if s.span is not None:
+                    start, end = s.span
+                    a_["seq_lens_decoder"][i] = end
+                    a_["seq_lens_this_time"][i] = end - start
+                    if end < len(s.prompt):
+                        # A chunk before the last: the base model samples a
+                        # token at its last position all the same, which the
+                        # runner does not output (sim_fastdeploy says where).
+                        continue
+                s.generated = [int(a_["accept_tokens"][i, 0])]
                 s.new = False
                 counts["new"] += 1
                 continue

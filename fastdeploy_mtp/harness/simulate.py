@@ -207,6 +207,9 @@ class Node:
     # Slot -> the request it holds, as the workload submitted it (admit_new
     # alone writes it): the truth of the checks and of the oracle.
     truth: Dict[int, Submitted] = field(default_factory=dict)
+    # --chunk, --prefix-cache: slot -> (the request, its prefill spans still
+    # to insert), for the requests whose prompt is not all prefilled yet.
+    chunks: Dict[int, tuple] = field(default_factory=dict)
 
 
 def sim_place(device: str):
@@ -330,19 +333,69 @@ def admit_new(node: Node, rng, args, handovers=None) -> List[int]:
         submitted = [h[5] for h in handovers[:len(reqs)]]
     if not reqs:
         return []
+    spans = staged_prefill(node, reqs, rng, args) if handovers is None else None
     if node.fastdeploy:
-        sim_fastdeploy.insert(node.proposer, reqs, node.draft.recompute, node.draft.form)
+        sim_fastdeploy.insert(node.proposer, reqs, node.draft.recompute, node.draft.form,
+                              None if spans is None else {i: ss[0] for i, ss in spans.items()})
     else:
         node.proposer.insert(reqs)
     for k, r in enumerate(reqs):
         node.truth[r.slot] = submitted[k]
         node.base.admit(r.slot, r.prompt, mask_offsets=r.mask_offsets,
-                        handover=None if r.first_token is None else (r.first_token, r.draft_token))
+                        handover=None if r.first_token is None else (r.first_token, r.draft_token),
+                        span=None if spans is None else spans[r.slot][0])
         if node.runner is not None:
-            node.runner.admit(r.slot, submitted[k].mask_offsets)
+            node.runner.admit(r.slot, submitted[k].mask_offsets,
+                              prompt=r.prompt if staged(args) else None)
             if handovers is not None:
                 node.runner.import_prompt(r.slot, handovers[k][4])
+            elif spans is not None and spans[r.slot][0][0] > 0:
+                node.runner.cached_prefix(r.slot, spans[r.slot][0][0])
+        if spans is not None and len(spans[r.slot]) > 1:
+            node.chunks[r.slot] = (r, spans[r.slot][1:])
     return [r.slot for r in reqs]
+
+
+def staged(args) -> bool:
+    """Whether FastDeploy's scheduler prefills a prompt from a prefix-cache
+    hit or in chunks in this run (--prefix-cache, --chunk)."""
+    return bool(getattr(args, "chunk", 0) or getattr(args, "prefix_cache", 0.0))
+
+
+def staged_prefill(node: Node, reqs: List[Request], rng, args):
+    """Each new prompt's prefill spans (sim_fastdeploy.prefill_spans), {slot:
+    [(start, end), ...]}, where this run has --chunk or --prefix-cache; else
+    None (each prompt prefilled whole)."""
+    if not staged(args):
+        return None
+    spans = {}
+    for r in reqs:
+        offsets = np.asarray(r.mask_offsets, np.int64)
+        n = offsets.shape[0]
+        start = sim_fastdeploy.prefix_cache_start(rng, offsets, getattr(args, "prefix_cache", 0.0))
+        spans[r.slot] = sim_fastdeploy.prefill_spans(n, start, getattr(args, "chunk", 0), offsets)
+    return spans
+
+
+def insert_next_chunks(node: Node) -> List[int]:
+    """FastDeploy's scheduler hands each request still prefilling its next
+    chunk first (resource_manager_v1.py 9018ccf74:548-549 and 643-671: the
+    running requests before the waiting ones), through the same insert as a
+    new prompt. Returns the slots whose last chunk this is."""
+    if not node.chunks:
+        return []
+    done, reqs, spans = [], [], {}
+    for slot, (r, rest) in list(node.chunks.items()):
+        reqs.append(r)
+        spans[slot] = rest[0]
+        node.base.prefill_chunk(slot, rest[0])
+        if len(rest) > 1:
+            node.chunks[slot] = (r, rest[1:])
+        else:
+            del node.chunks[slot]
+            done.append(slot)
+    sim_fastdeploy.insert(node.proposer, reqs, node.draft.recompute, node.draft.form, spans)
+    return done
 
 
 def reprefill_request(slot: int, life: SlotLife) -> Request:
@@ -425,14 +478,17 @@ def run(args, legacy: bool, print_rows: bool = True, out=print) -> Tally:
                 pending = pending[room:]
             else:
                 tally.reprefilled += prefill_dropped(node)
+                prefilled = insert_next_chunks(node)
                 admitted = admit_new(node, rng, args)
+                # The requests whose prompt this step's prefill completes.
+                prefilled += [i for i in admitted if i not in node.chunks]
             c = engine_step(node, step, rng, args, tally)
             for key in ("new", "verified", "blocked", "finished", "stopped"):
                 row[key] += c[key]
             row["worst"] = max(row["worst"], c["worst"])
             if node.name == "prefill":
                 # Hand each prefilled request over (with its draft KV) and free the slot.
-                for i in admitted:
+                for i in prefilled:
                     life = node.base.slots[i]
                     first = int(node.base.a["accept_tokens"][i, 0])
                     kv = node.runner.export_prompt(i, len(life.prompt)) if node.runner else None

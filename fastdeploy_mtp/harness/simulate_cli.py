@@ -51,6 +51,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "target model's every step). A form other "
                         "than rollback is driven by FastDeploy's runner of that version: "
                         "needs --runner fastdeploy")
+    p.add_argument("--chunk", type=int, default=0, metavar="N",
+                   help="with --runner fastdeploy: chunked prefill, FastDeploy's scheduler "
+                        "handing each prompt to the insert in chunks of N tokens (a chunk "
+                        "never cuts an image span), one engine step each; on a mixed node "
+                        "and a prefill node (a decode node's insert is the first token "
+                        "alone). Default 0: each prompt whole")
+    p.add_argument("--prefix-cache", type=float, default=0.0, metavar="P",
+                   help="with --runner fastdeploy: probability that a new prompt's prefill "
+                        "starts after a prefix-cache hit of whole 4-token blocks "
+                        "(seq_lens_decoder = the cached tokens at insert), the draft's cached "
+                        "K/V of the prefix taken as right; mixed and prefill nodes")
     p.add_argument("--draft-model", choices=["tiny"], default=None,
                    help="a real attention model as the draft, checked against a cache-free "
                         "recomputation at every forward (default: a scripted draft, no model)")
@@ -149,12 +160,18 @@ def validate(args) -> Optional[str]:
         v, high = getattr(args, name), LIMITS[name]
         if not low <= v <= high:
             return f"{_flag(name)} must be within [{low}, {high}], got {v}"
-    for name in ("arrival_prob", "finish_prob", "block_prob", "draft_eos_prob", "image_prob"):
+    if not 0 <= args.chunk <= LIMITS["max_prompt"]:
+        return f"--chunk must be within [0, {LIMITS['max_prompt']}] (0: off), got {args.chunk}"
+    for name in ("arrival_prob", "finish_prob", "block_prob", "draft_eos_prob", "image_prob",
+                 "prefix_cache"):
         if not 0.0 <= getattr(args, name) <= 1.0:
             return f"{_flag(name)} must be within [0, 1], got {getattr(args, name)}"
     if args.runner == "fastdeploy" and (args.graphs or args.without_fix):
         return "--runner fastdeploy replays FastDeploy's runner eagerly, with today's ops: " \
                "not with --graphs or --without-fix"
+    if (args.chunk or args.prefix_cache) and args.runner != "fastdeploy":
+        return "--chunk and --prefix-cache replay FastDeploy's inserts of a prefill chunk: add " \
+               "--runner fastdeploy (our proposer's insert takes a prompt whole)"
     if args.form != "rollback" and args.runner != "fastdeploy":
         return f"--form {args.form} is driven by FastDeploy's runner of that version: add " \
                "--runner fastdeploy"
@@ -226,6 +243,8 @@ def main(args) -> int:
     extra += ", FastDeploy's runner" if args.runner == "fastdeploy" else ""
     extra += f", the {args.form} form" if args.form != "rollback" else ""
     extra += ", block steps drop requests (v0)" if args.kv_scheduler == "v0" else ""
+    extra += f", prefill chunks of {args.chunk}" if args.chunk else ""
+    extra += f", prefix-cache prob {args.prefix_cache}" if args.prefix_cache else ""
     print(f"simulate: mode {args.mode}, num_model_steps {args.num_model_steps}, {args.steps} steps, "
           f"batch {args.batch}, seed {args.seed}, {behaviour}{extra}")
     t = run(args, legacy=args.without_fix, print_rows=not args.quiet)
