@@ -106,7 +106,13 @@ def _bench_sim(args) -> int:
 
 
 def _verdict(args) -> int:
+    from .harness.simulate_cli import LIMITS
     from .harness.verdict import main as verdict_main
+
+    if not 0 <= args.chunk <= LIMITS["max_prompt"]:
+        print(f"verdict: --chunk must be within [0, {LIMITS['max_prompt']}] (0: off), "
+              f"got {args.chunk}", file=sys.stderr)
+        return 2
 
     return verdict_main(args)
 

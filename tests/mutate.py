@@ -66,6 +66,7 @@ WITHOUT_FIX = "fastdeploy_mtp/harness/without_fix.py"
 REF_FD = "fastdeploy_mtp/reference_fastdeploy.py"
 PYPROJECT = "pyproject.toml"
 SIMFD = "fastdeploy_mtp/harness/sim_fastdeploy.py"
+SIM_MODELS = "fastdeploy_mtp/harness/sim_models.py"
 VERDICT = "fastdeploy_mtp/harness/verdict.py"
 LAUNCH = "custom_ops/launch_plan.cuh"
 # Python that runs on a GPU only (the loop replayed from CUDA graphs): its
@@ -571,7 +572,7 @@ MUTATIONS = [
              "\n"),
     Mutation("a run with disagreements alone passes", SIM,
              "        if self.model is not None and self.model.disagreements > 0:\n"
-             "            said.append(\"the draft model attended through a wrong mask\")\n", ""),
+             "            said.append(\"the draft model computed otherwise than a cache-free recomputation\")\n", ""),
     Mutation("a run with FastDeploy's writes outside a row alone passes", SIM,
              "        if self.outside is not None and self.outside.total > 0:\n"
              "            said.append(\"FastDeploy's kernels would write outside a row or tensor\")\n",
@@ -646,6 +647,25 @@ MUTATIONS = [
     Mutation("replayed preprocess call bound by name, not by FastDeploy's positions", SIMFD,
              'SWAPPED_BY_FASTDEPLOY = {"is_block_step": "batch_drop", "batch_drop": "is_block_step"}',
              'SWAPPED_BY_FASTDEPLOY = {}'),
+    # -- FastDeploy's chunked prefill and prefix-cache starts, replayed ------------
+    Mutation("a replayed prefill chunk inserted at position 0, not at its start", SIMFD,
+             'a["seq_lens_decoder"][i] = start', 'a["seq_lens_decoder"][i] = 0'),
+    Mutation("a replayed chunk before the last counting a generated token", SIMFD,
+             'a["step_idx"][i] = generated if end >= tokens.shape[0] else 0',
+             'a["step_idx"][i] = generated if end >= tokens.shape[0] else 1'),
+    Mutation("a replayed chunk cutting an image span", SIMFD,
+             '        end = max(end, image_span_end(offsets, end))', '        pass'),
+    Mutation("a prefix-cache hit of the whole prompt left whole", SIMFD,
+             '    if matched == n:\n        matched -= block\n', ''),
+    Mutation("the base model's lengths not moved over a chunk", SIM_MODELS,
+             '                    a_["seq_lens_decoder"][i] = end\n', ''),
+    Mutation("the oracle takes the draft's own tokens for a prompt's", ORACLE,
+             '                inputs[:m] = truth[:m]\n', ''),
+    Mutation("a prefill node handing a chunked request over after its first chunk", SIM,
+             'prefilled += [i for i in admitted if i not in node.chunks]', 'prefilled += admitted'),
+    Mutation("a prefix-cache hit's draft K/V never filled", SIM,
+             '                node.runner.cached_prefix(r.slot, spans[r.slot][0][0])',
+             '                pass'),
     Mutation("replayed outside-write count misses the column one past the row", SIMFD,
              "(cols >= P)", "(cols > P)"),
     Mutation("verdict rows of another workload than the table's", VERDICT,
@@ -757,7 +777,8 @@ CPU_TESTS = ["tests/test_guarded.py", "tests/test_launch_plan.py", "tests/test_h
              "tests/test_form_pr6403.py", "tests/test_form_xpu.py",
              "tests/test_reference_fastdeploy.py",
              "tests/test_form_shadow.py", "tests/test_fastdeploy_dropin.py",
-             "tests/test_sim_fastdeploy.py", "tests/test_cli.py", "tests/test_plugin.py",
+             "tests/test_sim_fastdeploy.py", "tests/test_sim_chunked.py", "tests/test_cli.py",
+             "tests/test_plugin.py",
              "tests/test_verdict.py", "tests/test_reproduce.py", "tests/test_build_lock.py",
              "tests/test_docs.py"]
 GPU_TESTS = ["tests/test_gpu.py", "tests/test_refusal_messages.py", "tests/test_bad_input.py",
@@ -779,15 +800,16 @@ NEAREST = {
     REF_FD: ["tests/test_reference_fastdeploy.py", "tests/test_fastdeploy_kernels.py"],
     PLUGIN: ["tests/test_plugin.py"],
     REPRO: ["tests/test_reproduce.py", "tests/test_cli.py"],
-    SIMFD: ["tests/test_sim_fastdeploy.py", "tests/test_verdict.py"],
+    SIMFD: ["tests/test_sim_fastdeploy.py", "tests/test_sim_chunked.py", "tests/test_verdict.py"],
+    SIM_MODELS: ["tests/test_sim_chunked.py", "tests/test_simulator.py"],
     VERDICT: ["tests/test_verdict.py"],
     MAIN: ["tests/test_cli.py"],
     SIM_CLI: ["tests/test_cli.py", "tests/test_simulator.py"],
     BUILD: ["tests/test_loader.py", "tests/test_build_lock.py"],
     PROP: ["tests/test_proposer.py"],
     SLOTS: ["tests/test_proposer.py"],
-    SIM: ["tests/test_simulator.py"],
-    ORACLE: ["tests/test_simulator.py", "tests/test_draft_model.py"],
+    SIM: ["tests/test_simulator.py", "tests/test_sim_chunked.py"],
+    ORACLE: ["tests/test_simulator.py", "tests/test_draft_model.py", "tests/test_sim_chunked.py"],
     TINY: ["tests/test_draft_model.py"],
     WITHOUT_FIX: ["tests/test_simulator.py"],
 }

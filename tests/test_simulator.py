@@ -346,18 +346,18 @@ def test_a_v0_scheduler_runs_a_mixed_node_with_our_runner_only(kw):
 # -- every check fails the run on its own ------------------------------------------------
 
 DRIFTED = "the mask offsets drifted"
-WRONG_MASK = "the draft model attended through a wrong mask"
+DISAGREED = "the draft model computed otherwise than a cache-free recomputation"
 OUTSIDE = "FastDeploy's kernels would write outside a row or tensor"
 
 
 @pytest.mark.parametrize("kw,said", [
     (dict(mask_violations=1), [DRIFTED]),
     (dict(align_violations=1), [DRIFTED]),
-    (dict(model=ModelTally(tokens=900, disagreements=14)), [WRONG_MASK]),
+    (dict(model=ModelTally(tokens=900, disagreements=14)), [DISAGREED]),
     (dict(outside=OutsideWrites(preprocess=1)), [OUTSIDE]),
     (dict(outside=OutsideWrites(draft_update=1)), [OUTSIDE]),
     (dict(align_violations=3, model=ModelTally(disagreements=2), outside=OutsideWrites(
-        draft_update=1)), [DRIFTED, WRONG_MASK, OUTSIDE]),
+        draft_update=1)), [DRIFTED, DISAGREED, OUTSIDE]),
 ])
 def test_each_check_alone_fails_the_run(kw, said):
     """0 violations and 14 disagreements fail a run as surely as a violation
@@ -438,7 +438,7 @@ def test_the_command_line_fails_on_disagreements_alone(monkeypatch, capsys):
     said = _summary(capsys.readouterr().out)
     assert state["done"]
     assert said["violations"] == 0 and said["disagreements"] > 0 and said["outside"] is None
-    assert said["verdict"] == "FAILED: " + WRONG_MASK
+    assert said["verdict"] == "FAILED: " + DISAGREED
 
 
 def test_the_command_line_fails_on_fastdeploy_s_writes_outside_a_row_alone(monkeypatch, capsys):

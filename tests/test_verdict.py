@@ -13,10 +13,11 @@ from fastdeploy_mtp.signature import FORMS
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results.md"
 
 
-def docs_table() -> list:
-    """The verdict table's lines in docs/results.md (header first)."""
+def docs_table(header=verdict.HEADER) -> list:
+    """The lines of the verdict table (or of the chunked one, by its header)
+    in docs/results.md, header first."""
     lines = RESULTS.read_text().splitlines()
-    start = lines.index(verdict.HEADER.splitlines()[0])
+    start = lines.index(header.splitlines()[0])
     table = []
     for line in lines[start:]:
         if not line.startswith("|"):
@@ -53,3 +54,25 @@ def test_sampled_rows_are_what_the_command_prints(form):
     for f, role, k in SAMPLE:
         if f == form:
             assert verdict.row(form, role, k) == want[(form, role, str(k))]
+
+
+# The chunked table: FastDeploy's chunked prefill in chunks of CHUNK tokens, at
+# the ks of CHUNKED_KS (docs/results.md says which command prints it).
+CHUNK, CHUNKED_KS = 8, (1, 2)
+CHUNKED_SAMPLE = [("rollback", "mixed", 1), ("pr5738", "pd", 2), ("shadow", "mixed", 1)]
+
+
+def test_the_chunked_table_has_every_form_role_and_k_in_the_command_s_order():
+    table = docs_table(verdict.CHUNKED_HEADER)
+    assert "\n".join(table[:2]) == verdict.CHUNKED_HEADER
+    keys = [tuple(c.strip() for c in line.split("|")[1:5]) for line in table[2:]]
+    assert keys == [(f, r, str(k), str(CHUNK)) for f in FORMS for r in verdict.ROLES
+                    for k in CHUNKED_KS]
+
+
+@pytest.mark.parametrize("form,role,k", CHUNKED_SAMPLE)
+def test_sampled_chunked_rows_are_what_the_command_prints(form, role, k):
+    want = {tuple(c.strip() for c in line.split("|")[1:4]): line
+            for line in docs_table(verdict.CHUNKED_HEADER)[2:]}
+    assert verdict.row(form, role, k, CHUNK) == want[(form, role, str(k))]
+

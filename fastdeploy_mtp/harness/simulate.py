@@ -77,7 +77,7 @@ class Tally:
         if self.violations > 0:
             said.append("the mask offsets drifted")
         if self.model is not None and self.model.disagreements > 0:
-            said.append("the draft model attended through a wrong mask")
+            said.append("the draft model computed otherwise than a cache-free recomputation")
         if self.outside is not None and self.outside.total > 0:
             said.append("FastDeploy's kernels would write outside a row or tensor")
         return said

@@ -1,8 +1,10 @@
 """The verdict table: FastDeploy's own runner replayed around each form of the
 ops (``simulate --runner fastdeploy``), for every role and k, with the tiny
 draft model and its cache-free oracle; ``python -m fastdeploy_mtp verdict``.
+``--chunk N`` makes the table of the same runs with FastDeploy's chunked
+prefill (``simulate --chunk N``), a column of its own saying so.
 
-docs/results.md holds the table as printed, and a test runs rows of it
+docs/results.md holds both tables as printed, and a test runs rows of them
 again.
 """
 
@@ -18,6 +20,9 @@ COLUMNS = ("form", "role", "k", "draft tokens checked", "disagreements", "violat
            "FastDeploy writes outside a row")
 HEADER = ("| " + " | ".join(COLUMNS) + " |\n"
           + "|---|---|---:|---:|---:|---:|---:|")
+CHUNKED_COLUMNS = COLUMNS[:3] + ("prefill chunk",) + COLUMNS[3:]
+CHUNKED_HEADER = ("| " + " | ".join(CHUNKED_COLUMNS) + " |\n"
+                  + "|---|---|---:|---:|---:|---:|---:|---:|")
 # The workload of every row: simulate's defaults (60 steps, batch 8, seed 0)
 # with prompts carrying image spans half the time.
 WORKLOAD = dict(runner="fastdeploy", draft_model="tiny", image_prob=0.5)
@@ -33,27 +38,29 @@ def violations_cell(mask: int, alignment: int) -> str:
     return f"{mask + alignment} ({', '.join(kinds)})"
 
 
-def row(form: str, role: str, k: int) -> str:
-    """One row."""
+def row(form: str, role: str, k: int, chunk: int = 0) -> str:
+    """One row (of the chunked table where `chunk` is not 0)."""
     from . import simulate, simulate_cli
 
     p = argparse.ArgumentParser()
     simulate_cli.add_arguments(p)
     a = p.parse_args([])
-    for name, value in dict(WORKLOAD, form=form, mode=role, num_model_steps=k).items():
+    for name, value in dict(WORKLOAD, form=form, mode=role, num_model_steps=k,
+                            chunk=chunk).items():
         setattr(a, name, value)
     t = simulate.run(a, legacy=False, print_rows=False)
-    cells = (form, role, str(k), str(t.model.tokens), str(t.model.disagreements),
-             violations_cell(t.mask_violations, t.align_violations), str(t.outside.total))
+    cells = (form, role, str(k), *([str(chunk)] if chunk else []), str(t.model.tokens),
+             str(t.model.disagreements), violations_cell(t.mask_violations, t.align_violations),
+             str(t.outside.total))
     return "| " + " | ".join(cells) + " |"
 
 
 def main(args) -> int:
-    print(HEADER, flush=True)
+    print(CHUNKED_HEADER if args.chunk else HEADER, flush=True)
     for form in args.form:
         for role in args.role:
             for k in args.k:
-                print(row(form, role, k), flush=True)
+                print(row(form, role, k, args.chunk), flush=True)
     return 0
 
 
@@ -65,3 +72,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="roles to run (default: both)")
     p.add_argument("-k", nargs="+", type=int, choices=KS, default=list(KS), metavar="K",
                    help="num_model_steps values to run (default: 1 2 3 4)")
+    p.add_argument("--chunk", type=int, default=0, metavar="N",
+                   help="FastDeploy's chunked prefill, chunks of N prompt tokens (simulate's "
+                        "--chunk; default 0: each prompt prefilled whole)")
