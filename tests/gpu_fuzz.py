@@ -81,9 +81,9 @@ def runners(attrs) -> tuple:
     """(run_op, run_ref) for each op on a numpy state: draft_model_preprocess
     with `attrs`, then update_attn_mask_offsets."""
     return ((lambda t: call_op(DRAFT_MODEL_PREPROCESS, t, attrs),
-             lambda r: reference.draft_model_preprocess(**r, **attrs)),
+             lambda r: reference.draft_model_preprocess(r, **attrs)),
             (lambda t: call_op(UPDATE_ATTN_MASK_OFFSETS, t),
-             lambda r: reference.update_attn_mask_offsets(**r)))
+             reference.update_attn_mask_offsets))
 
 
 def preprocess_state(rng, bsz, attrs, extra_rows):

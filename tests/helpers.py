@@ -89,7 +89,7 @@ def run_preprocess_op(state, attrs, device="cpu"):
 
 def run_preprocess_ref(state, attrs):
     s = {k: v.copy() for k, v in state.items()}
-    reference.draft_model_preprocess(**s, **attrs)
+    reference.draft_model_preprocess(s, **attrs)
     return s
 
 
@@ -101,7 +101,7 @@ def run_mask_op(state, device="cpu"):
 
 def run_mask_ref(state):
     s = {k: v.copy() for k, v in state.items()}
-    out = reference.update_attn_mask_offsets(**s)
+    out = reference.update_attn_mask_offsets(s)
     return out, s
 
 

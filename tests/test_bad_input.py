@@ -128,7 +128,7 @@ def assert_refused(call, tensors, before, op, request, field):
 def ref_refusal(fn, s, *args):
     s = {k: v.copy() for k, v in s.items()}
     with pytest.raises(ops.BadInputError) as info:
-        fn(**s, **(args[0] if args else {}))
+        fn(s, **(args[0] if args else {}))
     m = re.search(r"request (\d+): (\w+)", str(info.value))
     return int(m.group(1)), m.group(2)
 
@@ -458,7 +458,7 @@ class Corrupted:
                                     truncate_first_token=truncate, extra_rows=extra_rows)
         attrs = preprocess_attrs(k, truncate, splitwise, v1)
         return cls(rng, s, DRAFT_MODEL_PREPROCESS, attrs,
-                   lambda r: reference.draft_model_preprocess(**r, **attrs), cells,
+                   lambda r: reference.draft_model_preprocess(r, **attrs), cells,
                    f"seed={seed} bsz={bsz} attrs={attrs}", narrow)
 
     @classmethod
@@ -467,7 +467,7 @@ class Corrupted:
         s = states.mask_state(rng, bsz, extra_rows=extra_rows, padding_tokens=padding,
                               mask_cols=cols)
         return cls(rng, s, UPDATE_ATTN_MASK_OFFSETS, {},
-                   lambda r: reference.update_attn_mask_offsets(**r), cells,
+                   reference.update_attn_mask_offsets, cells,
                    f"seed={seed} bsz={bsz} cols={cols}", narrow)
 
     def assert_ends_as_in_the_reference(self, device):

@@ -29,7 +29,7 @@ def run_op(state, attrs, device):
 
 def run_ref(state, attrs):
     s = {k: v.copy() for k, v in state.items()}
-    reference.draft_model_preprocess_recompute(**s, **attrs)
+    reference.draft_model_preprocess_recompute(s, **attrs)
     return s
 
 
@@ -232,7 +232,7 @@ def test_refused_whole_and_unchanged(device, case, message):
 def test_the_mask_op_is_the_same_in_this_form():
     s = states.mask_state(np.random.default_rng(4), 9)
     want = {k: v.copy() for k, v in s.items()}
-    want_out = reference.update_attn_mask_offsets(**want)
+    want_out = reference.update_attn_mask_offsets(want)
     t = to_tensors(s)
     out = forms.load("recompute").update_attn_mask_offsets(**t)
     np.testing.assert_array_equal(out.numpy(), want_out)

@@ -365,7 +365,7 @@ def as_fastdeploy_op(model):
 
     def op(*tensors):
         state = {n: t.numpy().copy() for n, t in zip(names, tensors)}
-        out = model(**state)
+        out = model(state)
         for n, t in zip(names, tensors):
             t.set_value(state[n])
         return to_tensor(out, place=tensors[0].place)
@@ -510,7 +510,7 @@ def test_the_first_calls_of_many_threads_run_one_probe(caplog):
     assert "using our pr6403 form's" in caplog.records[0].getMessage()
     for k, s in enumerate(inputs):
         want = {n: v.copy() for n, v in s.items()}
-        out = reference.update_attn_mask_offsets_pr6403(**want)
+        out = reference.update_attn_mask_offsets_pr6403(want)
         np.testing.assert_array_equal(outs[k][0], out)
         np.testing.assert_array_equal(outs[k][1], want["decode_states"])
     assert deferred.chosen[MASK].fastdeploy_mtp_form == "pr6403"

@@ -63,14 +63,53 @@ def test_check_command_exits_zero_and_lists_everything():
 
 
 @pytest.mark.parametrize("name", sorted(OPS))
-@pytest.mark.parametrize("impl", [ops, reference], ids=["wrapper", "reference"])
-def test_python_signatures_follow_table(name, impl):
-    if impl is reference and name == "raise_pending_errors":
-        pytest.skip("a GPU utility, with nothing to model in numpy")
+def test_python_signatures_follow_table(name):
     sig = OPS[name]
-    params = list(inspect.signature(getattr(impl, name)).parameters.values())
+    params = list(inspect.signature(getattr(ops, name)).parameters.values())
     assert tuple(p.name for p in params) == sig.input_names + sig.attr_names
     assert all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params)
+
+
+def _k3(make):
+    return lambda rng: make(rng, 6, num_model_step=3)
+
+
+# (form, op, numpy reference, a valid state of the form's table, the attributes).
+REFERENCES = [
+    ("rollback", "draft_model_preprocess", reference.draft_model_preprocess,
+     _k3(states.preprocess_state), preprocess_attrs(3, v1=True)),
+    ("recompute", "draft_model_preprocess", reference.draft_model_preprocess_recompute,
+     _k3(states.recompute_state), preprocess_attrs(3, v1=True)),
+    ("shadow", "draft_model_preprocess", reference.draft_model_preprocess_shadow,
+     _k3(states.shadow_state), dict(num_model_step=3, is_splitwise_prefill=False)),
+    ("rollback", "update_attn_mask_offsets", reference.update_attn_mask_offsets,
+     lambda rng: states.mask_state(rng, 6), {}),
+    ("pr6403", "update_attn_mask_offsets", reference.update_attn_mask_offsets_pr6403,
+     lambda rng: states.mask_state(rng, 6), {}),
+    ("shadow", "update_attn_mask_offsets", reference.update_attn_mask_offsets_shadow,
+     lambda rng: states.shadow_mask_state(rng, 6), {}),
+]
+
+
+@pytest.mark.parametrize("form,op,fn,make,attrs", REFERENCES,
+                         ids=[f"{r[0]}-{r[1]}" for r in REFERENCES])
+def test_the_reference_takes_its_forms_state(form, op, fn, make, attrs):
+    """The numpy reference takes the state as a dict keyed by the form's
+    table, then the op's attributes; a state without one of the table's
+    tensors, or with a tensor the table does not name, is refused naming it,
+    with nothing changed."""
+    sig = FORMS[form][op]
+    assert list(inspect.signature(fn).parameters) == ["state", *sig.attr_names]
+    s = make(np.random.default_rng(5))
+    fn(states.copy_state(s), **attrs)
+    for name in sig.input_names:
+        lacking = {n: a for n, a in states.copy_state(s).items() if n != name}
+        with pytest.raises(TypeError, match=rf"^{op} \({form} form\): the state lacks {name}$"):
+            fn(lacking, **attrs)
+    extra = dict(states.copy_state(s), recompute_token_num_=np.zeros(6, np.int32))
+    with pytest.raises(TypeError, match=r"the state has recompute_token_num_, which"):
+        fn(extra, **attrs)
+    assert all(np.array_equal(extra[n], s[n]) for n in s)
 
 
 def test_fastdeploy_positional_call():
