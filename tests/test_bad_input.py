@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from fastdeploy_mtp import ops, reference
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
-from helpers import (DEVICES, EXTREMES, WITH_GUARDED, assert_unchanged, bounds_of, call_op,
-                     corrupt, empty_written, mismatch_at_bound, narrow_tables, outcome_mismatch,
-                     preprocess_attrs, seek_bound, to_tensors)
+from helpers import DEVICES, WITH_GUARDED, assert_unchanged, call_op, preprocess_attrs, to_tensors
+from bad_states import (EXTREMES, bounds_of, corrupt, empty_written, mismatch_at_bound,
+                        narrow_tables, outcome_mismatch, seek_bound)
 
 BAD, LATER_BAD, BSZ = 5, 9, 12
 

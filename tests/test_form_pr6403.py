@@ -17,8 +17,8 @@ from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
 import guarded
-from helpers import (DEVICES, assert_raw_alias_refused, assert_states_equal, call_raw,
-                     same_kind_pairs, to_numpy, to_tensors)
+from helpers import DEVICES, assert_states_equal, to_numpy, to_tensors
+from raw_op import assert_raw_alias_refused, call_raw, same_kind_pairs
 
 FORM = "pr6403"
 MASK = FORMS[FORM]["update_attn_mask_offsets"]

@@ -10,9 +10,11 @@ from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
 import guarded
-from helpers import (DEVICES, assert_raw_alias_refused, assert_raw_refused, assert_states_equal,
-                     call_raw, raw_refusal_cases, recompute_decode_state, run_form_preprocess,
-                     same_kind_pairs, to_numpy, to_tensors)
+from helpers import DEVICES, assert_states_equal, to_numpy, to_tensors
+from case_states import recompute_decode_state
+from fastdeploy_forms import run_form_preprocess
+from raw_op import (assert_raw_alias_refused, assert_raw_refused, call_raw, raw_refusal_cases,
+                    same_kind_pairs)
 
 SIG = FORMS["recompute"]["draft_model_preprocess"]
 I32_MAX, I64_MAX = 2**31 - 1, 2**63 - 1

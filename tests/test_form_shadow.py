@@ -11,9 +11,10 @@ from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
 import guarded
-from helpers import (DEVICES, assert_raw_alias_refused, assert_raw_refused, assert_states_equal,
-                     call_raw, decode_states_case, raw_refusal_cases, same_kind_pairs, to_numpy,
-                     to_tensors)
+from helpers import DEVICES, assert_states_equal, to_numpy, to_tensors
+from case_states import decode_states_case
+from raw_op import (assert_raw_alias_refused, assert_raw_refused, call_raw, raw_refusal_cases,
+                    same_kind_pairs)
 
 SIG = FORMS["shadow"]["draft_model_preprocess"]
 MASK = FORMS["shadow"]["update_attn_mask_offsets"]

@@ -16,8 +16,9 @@ import pytest
 from fastdeploy_mtp import forms, ops, reference
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
-from helpers import (DEVICES, WITH_GUARDED, assert_unchanged, call_op, outcome_mismatch,
-                     preprocess_attrs, to_numpy, to_tensors)
+from helpers import (DEVICES, WITH_GUARDED, assert_unchanged, call_op, preprocess_attrs, to_numpy,
+                     to_tensors)
+from bad_states import outcome_mismatch
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
