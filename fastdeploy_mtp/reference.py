@@ -3,18 +3,26 @@
 cannot wrap) for every check.
 
 They are the oracle of the differential tests and a debugging aid: feed them
-a state dumped from an engine and read what the op should have done. They
-change their numpy arguments in place, exactly as the ops change tensors, and
-take the same arguments in the same order. Bad input raises
+a state dumped from an engine and read what the op should have done. Each
+takes the state as a dict of numpy arrays keyed by its form's table
+(``fastdeploy_mtp.signature.FORMS``), then the op's attributes, and changes
+the arrays in place, exactly as the op changes tensors. A state that lacks a
+tensor of the table, or holds one the table does not name, is a
+:class:`TypeError` naming it. Bad input raises
 :class:`fastdeploy_mtp.ops.BadInputError` naming the request and the field,
 after checking the whole batch, so nothing has changed when it does.
 """
 
 from __future__ import annotations
 
+from typing import Dict
+
 import numpy as np
 
 from .ops import BadInputError
+from .signature import FORMS
+
+State = Dict[str, np.ndarray]
 
 INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
@@ -24,6 +32,19 @@ INT64_MAX = 2**63 - 1
 
 def _bad(op: str, i: int, field: str, detail: str) -> BadInputError:
     return BadInputError(f"{op}: request {i}: {field}: {detail}")
+
+
+def _state(form: str, op: str, state: State) -> State:
+    """`state`, once it holds exactly the tensors of `form`'s table of `op`."""
+    names = FORMS[form][op].input_names
+    missing = [n for n in names if n not in state]
+    if missing:
+        raise TypeError(f"{op} ({form} form): the state lacks {', '.join(missing)}")
+    unknown = [n for n in state if n not in names]
+    if unknown:
+        raise TypeError(f"{op} ({form} form): the state has {', '.join(unknown)}, "
+                        "which its table does not name")
+    return state
 
 
 def _vec(a: np.ndarray) -> np.ndarray:
@@ -61,32 +82,16 @@ def _check_new_length(op, i, new_S):
         raise _bad(op, i, "seq_lens_decoder", f"new value {new_S} leaves int32")
 
 
-def draft_model_preprocess(
-    draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
-    seq_lens_decoder, step_idx, not_need_stop, is_block_step, batch_drop, pre_ids,
-    mask_rollback, accept_tokens, accept_num, base_model_seq_lens_this_time,
-    base_model_seq_lens_encoder, base_model_seq_lens_decoder, base_model_step_idx,
-    base_model_stop_flags, base_model_is_block_step, base_model_draft_tokens,
-    num_model_step, truncate_first_token, splitwise_prefill, kvcache_scheduler_v1,
-) -> None:
+def draft_model_preprocess(state: State, num_model_step: int, truncate_first_token: bool,
+                           splitwise_prefill: bool, kvcache_scheduler_v1: bool) -> None:
     """The rollback form (21 tensors, the default)."""
-    _preprocess(draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
-                seq_lens_decoder, step_idx, not_need_stop, is_block_step, batch_drop, pre_ids,
-                mask_rollback, None, accept_tokens, accept_num, base_model_seq_lens_this_time,
-                base_model_seq_lens_decoder, base_model_step_idx, base_model_stop_flags,
-                base_model_is_block_step, base_model_draft_tokens, num_model_step,
-                truncate_first_token, splitwise_prefill, kvcache_scheduler_v1)
+    _preprocess(_state("rollback", "draft_model_preprocess", state), num_model_step,
+                truncate_first_token, splitwise_prefill, kvcache_scheduler_v1, recompute_form=False)
 
 
-def draft_model_preprocess_recompute(
-    draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
-    seq_lens_decoder, step_idx, not_need_stop, is_block_step, batch_drop, pre_ids,
-    mask_rollback, recompute_token_num, accept_tokens, accept_num,
-    base_model_seq_lens_this_time, base_model_seq_lens_encoder, base_model_seq_lens_decoder,
-    base_model_step_idx, base_model_stop_flags, base_model_is_block_step,
-    base_model_draft_tokens, num_model_step, truncate_first_token, splitwise_prefill,
-    kvcache_scheduler_v1,
-) -> None:
+def draft_model_preprocess_recompute(state: State, num_model_step: int,
+                                     truncate_first_token: bool, splitwise_prefill: bool,
+                                     kvcache_scheduler_v1: bool) -> None:
     """FastDeploy's recompute form (22 tensors; docs/contract.md, "FastDeploy's
     recompute form"): a running decode recomputes r = min(recompute_token_num,
     max(base_model_seq_lens_this_time - 2, 0)) tokens. Its normal branch rolls
@@ -94,38 +99,30 @@ def draft_model_preprocess_recompute(
     the base model less accept_num, both add r to mask_rollback and set
     recompute_token_num to num_model_step - 1. Nothing else touches
     mask_rollback; a prefill keeps is_block_step."""
-    _preprocess(draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
-                seq_lens_decoder, step_idx, not_need_stop, is_block_step, batch_drop, pre_ids,
-                mask_rollback, recompute_token_num, accept_tokens, accept_num,
-                base_model_seq_lens_this_time, base_model_seq_lens_decoder,
-                base_model_step_idx, base_model_stop_flags, base_model_is_block_step,
-                base_model_draft_tokens, num_model_step, truncate_first_token,
-                splitwise_prefill, kvcache_scheduler_v1)
+    _preprocess(_state("recompute", "draft_model_preprocess", state), num_model_step,
+                truncate_first_token, splitwise_prefill, kvcache_scheduler_v1, recompute_form=True)
 
 
-def _preprocess(
-    draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
-    seq_lens_decoder, step_idx, not_need_stop, is_block_step, batch_drop, pre_ids,
-    mask_rollback, recompute_token_num, accept_tokens, accept_num,
-    base_model_seq_lens_this_time, base_model_seq_lens_decoder, base_model_step_idx,
-    base_model_stop_flags, base_model_is_block_step, base_model_draft_tokens,
-    num_model_step, truncate_first_token, splitwise_prefill, kvcache_scheduler_v1,
-) -> None:
-    """The rollback and recompute forms; recompute_token_num None is the
-    rollback form. (The shadow form's rules share little with these:
-    draft_model_preprocess_shadow.)"""
+def _preprocess(s: State, num_model_step, truncate_first_token, splitwise_prefill,
+                kvcache_scheduler_v1, recompute_form: bool) -> None:
+    """The rollback and recompute forms. (The shadow form's rules share little
+    with these: draft_model_preprocess_shadow.)"""
     op = "draft_model_preprocess"
     if num_model_step < 1:
         raise BadInputError(f"{op}: num_model_step must be >= 1, got {num_model_step}")
     k = int(num_model_step)
-    recompute_form = recompute_token_num is not None
     stop, this_time, enc, dec, step = map(
-        _vec, (stop_flags, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, step_idx))
-    block, drop, rollback, acc_num = map(_vec, (is_block_step, batch_drop, mask_rollback, accept_num))
+        _vec, (s["stop_flags"], s["seq_lens_this_time"], s["seq_lens_encoder"],
+               s["seq_lens_decoder"], s["step_idx"]))
+    block, drop, rollback, acc_num = map(
+        _vec, (s["is_block_step"], s["batch_drop"], s["mask_rollback"], s["accept_num"]))
     base_n, base_dec, base_step, base_stop, base_block = map(
-        _vec, (base_model_seq_lens_this_time, base_model_seq_lens_decoder, base_model_step_idx,
-               base_model_stop_flags, base_model_is_block_step))
-    recompute = _vec(recompute_token_num) if recompute_form else None
+        _vec, (s["base_model_seq_lens_this_time"], s["base_model_seq_lens_decoder"],
+               s["base_model_step_idx"], s["base_model_stop_flags"], s["base_model_is_block_step"]))
+    recompute = _vec(s["recompute_token_num"]) if recompute_form else None
+    draft_tokens, input_ids, pre_ids, accept_tokens, base_model_draft_tokens, not_need_stop = (
+        s[n] for n in ("draft_tokens", "input_ids", "pre_ids", "accept_tokens",
+                       "base_model_draft_tokens", "not_need_stop"))
     bsz = this_time.shape[0]
     L, D, P, A = input_ids.shape[1], draft_tokens.shape[1], pre_ids.shape[1], accept_tokens.shape[1]
 
@@ -229,13 +226,8 @@ def _preprocess(
     not_need_stop.reshape(-1)[0] = any_running
 
 
-def draft_model_preprocess_shadow(
-    draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder,
-    seq_lens_decoder, step_idx, not_need_stop, pre_ids, accept_tokens, accept_num,
-    target_model_seq_lens_encoder, target_model_seq_lens_decoder, target_model_step_idx,
-    target_model_stop_flags, max_dec_len, target_model_draft_tokens, num_model_step,
-    is_splitwise_prefill,
-) -> None:
+def draft_model_preprocess_shadow(state: State, num_model_step: int,
+                                  is_splitwise_prefill: bool) -> None:
     """FastDeploy's shadow form (17 tensors; docs/contract.md, "FastDeploy's
     shadow form"). Every request's target_model_draft_tokens[i, 1:] becomes
     -1. A request whose target model stopped, or (off a prefill node) whose
@@ -246,16 +238,20 @@ def draft_model_preprocess_shadow(
     seq_lens_decoder and step_idx from the target model less accept_num and
     re-feeds the accepted tokens (draft_tokens, and pre_ids before the target
     step)."""
+    s = _state("shadow", "draft_model_preprocess", state)
     op = "draft_model_preprocess"
     if num_model_step < 1:
         raise BadInputError(f"{op}: num_model_step must be >= 1, got {num_model_step}")
     k = int(num_model_step)
     stop, this_time, enc, dec, step, acc_num = map(
-        _vec, (stop_flags, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, step_idx,
-               accept_num))
+        _vec, (s["stop_flags"], s["seq_lens_this_time"], s["seq_lens_encoder"],
+               s["seq_lens_decoder"], s["step_idx"], s["accept_num"]))
     t_dec, t_step, t_stop, limit = map(
-        _vec, (target_model_seq_lens_decoder, target_model_step_idx, target_model_stop_flags,
-               max_dec_len))
+        _vec, (s["target_model_seq_lens_decoder"], s["target_model_step_idx"],
+               s["target_model_stop_flags"], s["max_dec_len"]))
+    draft_tokens, input_ids, pre_ids, accept_tokens, target_model_draft_tokens, not_need_stop = (
+        s[n] for n in ("draft_tokens", "input_ids", "pre_ids", "accept_tokens",
+                       "target_model_draft_tokens", "not_need_stop"))
     bsz = this_time.shape[0]
     L, D, P, A = input_ids.shape[1], draft_tokens.shape[1], pre_ids.shape[1], accept_tokens.shape[1]
 
@@ -305,51 +301,38 @@ def draft_model_preprocess_shadow(
     not_need_stop.reshape(-1)[0] = any_running
 
 
-def update_attn_mask_offsets(
-    ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, cu_seqlens_q,
-    attn_mask_offsets_full, attn_mask_offsets_decoder, is_block_step, decode_states,
-    mask_rollback,
-) -> np.ndarray:
+def update_attn_mask_offsets(state: State) -> np.ndarray:
     """The ten-tensor op of the rollback, recompute, pr5245 and pr5738 forms."""
-    return _mask(ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder,
-                 cu_seqlens_q, attn_mask_offsets_full, attn_mask_offsets_decoder, is_block_step,
-                 decode_states, mask_rollback)
+    return _mask(_state("rollback", "update_attn_mask_offsets", state), cursor_kept=True)
 
 
-def update_attn_mask_offsets_pr6403(
-    ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, cu_seqlens_q,
-    attn_mask_offsets_full, attn_mask_offsets_decoder, is_block_step, decode_states,
-    mask_rollback,
-) -> np.ndarray:
+def update_attn_mask_offsets_pr6403(state: State) -> np.ndarray:
     """The pr6403 form's ten-tensor op: as update_attn_mask_offsets, with the
     shadow form's decode_states rule (FastDeploy 2178f2829)."""
-    return _mask(ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder,
-                 cu_seqlens_q, attn_mask_offsets_full, attn_mask_offsets_decoder, is_block_step,
-                 decode_states, mask_rollback, every_decode=True)
+    return _mask(_state("pr6403", "update_attn_mask_offsets", state), cursor_kept=True,
+                 every_decode=True)
 
 
-def update_attn_mask_offsets_shadow(
-    ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, cu_seqlens_q,
-    attn_mask_offsets_full, is_block_step, decode_states,
-) -> np.ndarray:
+def update_attn_mask_offsets_shadow(state: State) -> np.ndarray:
     """The shadow form's op (8 tensors): no cursor and no rollback; a decode
     token's mask end is seq_lens_decoder + 1 + j."""
-    return _mask(ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder,
-                 cu_seqlens_q, attn_mask_offsets_full, None, is_block_step, decode_states, None)
+    return _mask(_state("shadow", "update_attn_mask_offsets", state), cursor_kept=False)
 
 
-def _mask(
-    ids_remove_padding, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, cu_seqlens_q,
-    attn_mask_offsets_full, attn_mask_offsets_decoder, is_block_step, decode_states,
-    mask_rollback, every_decode=False,
-) -> np.ndarray:
-    """Every form's; no cursor (None) is the shadow form's: a decode request's
-    cursor is then its seq_lens_decoder, with nothing to roll back, and is not
-    kept. every_decode: the decode_states rule of FastDeploy's PR #6403 on
+def _mask(s: State, cursor_kept: bool, every_decode=False) -> np.ndarray:
+    """Every form's; no cursor kept (not cursor_kept) is the shadow form's: a
+    decode request's cursor is then its seq_lens_decoder, with nothing to roll
+    back, and is not kept. every_decode: the decode_states rule of FastDeploy's PR #6403 on
     (_write_decode_states), which the shadow form's op has too."""
     op = "update_attn_mask_offsets"
     n_all, enc, dec, block = map(
-        _vec, (seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, is_block_step))
+        _vec, (s["seq_lens_this_time"], s["seq_lens_encoder"], s["seq_lens_decoder"],
+               s["is_block_step"]))
+    ids_remove_padding, cu_seqlens_q, attn_mask_offsets_full, decode_states = (
+        s[n] for n in ("ids_remove_padding", "cu_seqlens_q", "attn_mask_offsets_full",
+                       "decode_states"))
+    attn_mask_offsets_decoder = s["attn_mask_offsets_decoder"] if cursor_kept else None
+    mask_rollback = s["mask_rollback"] if cursor_kept else None
     if attn_mask_offsets_decoder is None:
         cursor = dec.astype(np.int64)  # a copy: written below, never returned
         rollback = np.zeros_like(cursor)

@@ -9,7 +9,7 @@ Corrupted states get one random field of one request set to an extreme value;
 the op must then either refuse (leaving every tensor unchanged) or agree with
 the reference, and never touch memory outside a tensor (the sanitizer's part).
 Every fourth iteration also moves one cell of a fresh state onto a bound
-(helpers.seek_bound: the value where the reference's verdict changes) and
+(bad_states.seek_bound: the value where the reference's verdict changes) and
 calls both ops on both sides of it: where a check is one off, the op writes
 one past a tensor, and the sanitizer sees it. Every fifth iteration also
 calls both ops on fresh states whose tables are cut to 0, 1 or 2 columns.
@@ -31,8 +31,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from fastdeploy_mtp import ops, reference
 from fastdeploy_mtp.harness import states  # noqa: E402
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS  # noqa: E402
-from helpers import (GUARDED, call_op, corrupt, mismatch_at_bound,  # noqa: E402
-                     narrow_tables, outcome_mismatch, seek_bound, to_tensors)
+from helpers import GUARDED, call_op, to_tensors  # noqa: E402
+from bad_states import (corrupt, mismatch_at_bound, narrow_tables, outcome_mismatch,  # noqa: E402
+                        seek_bound)
 
 PRE_FIELDS = ["seq_lens_encoder", "seq_lens_decoder", "accept_num", "base_model_step_idx",
               "base_model_seq_lens_decoder", "step_idx", "mask_rollback"]
@@ -81,9 +82,9 @@ def runners(attrs) -> tuple:
     """(run_op, run_ref) for each op on a numpy state: draft_model_preprocess
     with `attrs`, then update_attn_mask_offsets."""
     return ((lambda t: call_op(DRAFT_MODEL_PREPROCESS, t, attrs),
-             lambda r: reference.draft_model_preprocess(**r, **attrs)),
+             lambda r: reference.draft_model_preprocess(r, **attrs)),
             (lambda t: call_op(UPDATE_ATTN_MASK_OFFSETS, t),
-             lambda r: reference.update_attn_mask_offsets(**r)))
+             reference.update_attn_mask_offsets))
 
 
 def preprocess_state(rng, bsz, attrs, extra_rows):
@@ -114,7 +115,7 @@ def bound_calls(rng, bsz, attrs, device, mask_cols) -> tuple:
 
 def narrow_calls(rng, bsz, attrs, device) -> tuple:
     """Both ops on a fresh state of each whose 2-D inputs are cut to 0, 1 or 2
-    columns (helpers.narrow_tables: a request's first column may lie past
+    columns (bad_states.narrow_tables: a request's first column may lie past
     its row), one cell corrupted besides, from a random stream of its own.
     Returns (whether both outcomes matched the reference, op calls made)."""
     s = preprocess_state(rng, bsz, attrs, extra_rows=int(rng.integers(2)))

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from fastdeploy_mtp import ops, reference
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
-from helpers import (DEVICES, EXTREMES, WITH_GUARDED, assert_unchanged, bounds_of, call_op,
-                     corrupt, empty_written, mismatch_at_bound, narrow_tables, outcome_mismatch,
-                     preprocess_attrs, seek_bound, to_tensors)
+from helpers import DEVICES, WITH_GUARDED, assert_unchanged, call_op, preprocess_attrs, to_tensors
+from bad_states import (EXTREMES, bounds_of, corrupt, empty_written, mismatch_at_bound,
+                        narrow_tables, outcome_mismatch, seek_bound)
 
 BAD, LATER_BAD, BSZ = 5, 9, 12
 
@@ -128,7 +128,7 @@ def assert_refused(call, tensors, before, op, request, field):
 def ref_refusal(fn, s, *args):
     s = {k: v.copy() for k, v in s.items()}
     with pytest.raises(ops.BadInputError) as info:
-        fn(**s, **(args[0] if args else {}))
+        fn(s, **(args[0] if args else {}))
     m = re.search(r"request (\d+): (\w+)", str(info.value))
     return int(m.group(1)), m.group(2)
 
@@ -458,7 +458,7 @@ class Corrupted:
                                     truncate_first_token=truncate, extra_rows=extra_rows)
         attrs = preprocess_attrs(k, truncate, splitwise, v1)
         return cls(rng, s, DRAFT_MODEL_PREPROCESS, attrs,
-                   lambda r: reference.draft_model_preprocess(**r, **attrs), cells,
+                   lambda r: reference.draft_model_preprocess(r, **attrs), cells,
                    f"seed={seed} bsz={bsz} attrs={attrs}", narrow)
 
     @classmethod
@@ -467,7 +467,7 @@ class Corrupted:
         s = states.mask_state(rng, bsz, extra_rows=extra_rows, padding_tokens=padding,
                               mask_cols=cols)
         return cls(rng, s, UPDATE_ATTN_MASK_OFFSETS, {},
-                   lambda r: reference.update_attn_mask_offsets(**r), cells,
+                   reference.update_attn_mask_offsets, cells,
                    f"seed={seed} bsz={bsz} cols={cols}", narrow)
 
     def assert_ends_as_in_the_reference(self, device):

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastdeploy_mtp.harness import states
-from helpers import (WITH_GUARDED, assert_mask_like_reference, assert_states_equal, preprocess_attrs,
-                     run_mask_ref, run_preprocess_op, run_preprocess_ref)
+from helpers import (WITH_GUARDED, assert_mask_like_reference, assert_states_equal,
+                     preprocess_attrs, run_mask_ref, run_preprocess_op, run_preprocess_ref)
 
 SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

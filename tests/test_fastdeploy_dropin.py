@@ -10,10 +10,11 @@ from fastdeploy_mtp import forms, ops
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import read_registered
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS, op_name
-from helpers import (DEVICES, WITH_GUARDED, assert_raw_refused, assert_states_equal, call_op,
-                     decode_states_case, preprocess_attrs, raw_refusal_cases,
+from helpers import (DEVICES, WITH_GUARDED, assert_states_equal, call_op, preprocess_attrs,
                      run_mask_op, run_mask_ref, run_preprocess_op, run_preprocess_ref, to_numpy,
                      to_tensors)
+from case_states import decode_states_case
+from raw_op import assert_raw_refused, raw_refusal_cases
 
 
 # ---------------------------------------------------------------------------

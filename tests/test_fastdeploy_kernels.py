@@ -14,10 +14,11 @@ from fastdeploy_mtp import forms
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.signature import FORMS
 import guarded
-from helpers import (FASTDEPLOY_MODELS, DEVICES, assert_raw_alias_refused, assert_raw_refused,
-                     assert_states_equal, call_raw, raw_refusal_cases, recompute_decode_state,
-                     run_fastdeploy_model, run_form_preprocess, same_kind_pairs, to_numpy,
-                     to_tensors)
+from helpers import DEVICES, assert_states_equal, to_numpy, to_tensors
+from case_states import recompute_decode_state
+from fastdeploy_forms import FASTDEPLOY_MODELS, run_fastdeploy_model, run_form_preprocess
+from raw_op import (assert_raw_alias_refused, assert_raw_refused, call_raw, raw_refusal_cases,
+                    same_kind_pairs)
 
 KERNELS = list(FASTDEPLOY_MODELS)
 

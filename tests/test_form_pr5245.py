@@ -11,8 +11,10 @@ import pytest
 from fastdeploy_mtp import forms
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
-from helpers import (DEVICES, assert_raw_refused, assert_states_equal, recompute_decode_state,
-                     run_fastdeploy_model, run_form_preprocess)
+from helpers import DEVICES, assert_states_equal
+from case_states import recompute_decode_state
+from fastdeploy_forms import run_fastdeploy_model, run_form_preprocess
+from raw_op import assert_raw_refused
 
 FORM = "pr5245"
 SIG = FORMS[FORM]["draft_model_preprocess"]

@@ -17,8 +17,8 @@ from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
 import guarded
-from helpers import (DEVICES, assert_raw_alias_refused, assert_states_equal, call_raw,
-                     same_kind_pairs, to_numpy, to_tensors)
+from helpers import DEVICES, assert_states_equal, to_numpy, to_tensors
+from raw_op import assert_raw_alias_refused, call_raw, same_kind_pairs
 
 FORM = "pr6403"
 MASK = FORMS[FORM]["update_attn_mask_offsets"]
@@ -94,7 +94,7 @@ def test_the_raw_mask_op_called_positionally_as_fastdeploy_does(device, seed):
     t = to_tensors(s, device)
     outs = call_raw(forms.load(FORM).library, MASK, t, ())
     want = states.copy_state(s)
-    want_out = reference.update_attn_mask_offsets_pr6403(**want)
+    want_out = reference.update_attn_mask_offsets_pr6403(want)
     np.testing.assert_array_equal(outs[0].numpy(), want_out)
     assert_states_equal(to_numpy(t), want)
 
@@ -106,7 +106,7 @@ def test_property_matches_the_reference(seed, bsz, ones):
     s = states.mask_state(rng, bsz)
     s["decode_states"][rng.random(s["decode_states"].shape) < ones] = 1
     want = states.copy_state(s)
-    want_out = reference.update_attn_mask_offsets_pr6403(**want)
+    want_out = reference.update_attn_mask_offsets_pr6403(want)
     out, got = run_mask(s)
     np.testing.assert_array_equal(out, want_out)
     assert_states_equal(got, want)
@@ -119,7 +119,7 @@ def test_the_guarded_driver_matches_the_reference():
     got = states.copy_state(s)
     out = guarded.call(MASK, got, form=FORM)
     want = states.copy_state(s)
-    want_out = reference.update_attn_mask_offsets_pr6403(**want)
+    want_out = reference.update_attn_mask_offsets_pr6403(want)
     np.testing.assert_array_equal(out, want_out)
     assert_states_equal(got, want)
 

@@ -10,9 +10,11 @@ from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
 import guarded
-from helpers import (DEVICES, assert_raw_alias_refused, assert_raw_refused, assert_states_equal,
-                     call_raw, raw_refusal_cases, recompute_decode_state, run_form_preprocess,
-                     same_kind_pairs, to_numpy, to_tensors)
+from helpers import DEVICES, assert_states_equal, to_numpy, to_tensors
+from case_states import recompute_decode_state
+from fastdeploy_forms import run_form_preprocess
+from raw_op import (assert_raw_alias_refused, assert_raw_refused, call_raw, raw_refusal_cases,
+                    same_kind_pairs)
 
 SIG = FORMS["recompute"]["draft_model_preprocess"]
 I32_MAX, I64_MAX = 2**31 - 1, 2**63 - 1
@@ -29,7 +31,7 @@ def run_op(state, attrs, device):
 
 def run_ref(state, attrs):
     s = {k: v.copy() for k, v in state.items()}
-    reference.draft_model_preprocess_recompute(**s, **attrs)
+    reference.draft_model_preprocess_recompute(s, **attrs)
     return s
 
 
@@ -232,7 +234,7 @@ def test_refused_whole_and_unchanged(device, case, message):
 def test_the_mask_op_is_the_same_in_this_form():
     s = states.mask_state(np.random.default_rng(4), 9)
     want = {k: v.copy() for k, v in s.items()}
-    want_out = reference.update_attn_mask_offsets(**want)
+    want_out = reference.update_attn_mask_offsets(want)
     t = to_tensors(s)
     out = forms.load("recompute").update_attn_mask_offsets(**t)
     np.testing.assert_array_equal(out.numpy(), want_out)

@@ -11,9 +11,10 @@ from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
 import guarded
-from helpers import (DEVICES, assert_raw_alias_refused, assert_raw_refused, assert_states_equal,
-                     call_raw, decode_states_case, raw_refusal_cases, same_kind_pairs, to_numpy,
-                     to_tensors)
+from helpers import DEVICES, assert_states_equal, to_numpy, to_tensors
+from case_states import decode_states_case
+from raw_op import (assert_raw_alias_refused, assert_raw_refused, call_raw, raw_refusal_cases,
+                    same_kind_pairs)
 
 SIG = FORMS["shadow"]["draft_model_preprocess"]
 MASK = FORMS["shadow"]["update_attn_mask_offsets"]
@@ -32,7 +33,7 @@ def run_op(state, k, splitwise=False, device="cpu"):
 
 def run_ref(state, k, splitwise=False):
     s = states.copy_state(state)
-    reference.draft_model_preprocess_shadow(**s, num_model_step=k, is_splitwise_prefill=splitwise)
+    reference.draft_model_preprocess_shadow(s, num_model_step=k, is_splitwise_prefill=splitwise)
     return s
 
 
@@ -115,7 +116,7 @@ def test_the_raw_mask_op_called_positionally_as_fastdeploy_does(device):
     t = to_tensors(s, device)
     outs = forms.load("shadow").library.update_attn_mask_offsets(*[t[n] for n in MASK.input_names])
     want = states.copy_state(s)
-    want_out = reference.update_attn_mask_offsets_shadow(**want)
+    want_out = reference.update_attn_mask_offsets_shadow(want)
     out = outs[0] if isinstance(outs, (list, tuple)) else outs
     np.testing.assert_array_equal(out.numpy(), want_out)
     assert_states_equal(to_numpy(t), want)
@@ -233,7 +234,7 @@ def test_the_guarded_driver_matches_the_reference(k, splitwise):
         m = states.shadow_mask_state(rng, bsz, padding_tokens=2)
         got, want = states.copy_state(m), states.copy_state(m)
         out = guarded.call(MASK, got)
-        np.testing.assert_array_equal(out, reference.update_attn_mask_offsets_shadow(**want))
+        np.testing.assert_array_equal(out, reference.update_attn_mask_offsets_shadow(want))
         assert_states_equal(got, want)
 
 
@@ -292,7 +293,7 @@ def test_the_mask_op_numbers_decode_tokens_from_seq_lens_decoder(device):
     out = shadow().update_attn_mask_offsets(**t).numpy()
     assert out[1:6:2].tolist() == [31, 32, 33]
     want = states.copy_state(s)
-    np.testing.assert_array_equal(out, reference.update_attn_mask_offsets_shadow(**want))
+    np.testing.assert_array_equal(out, reference.update_attn_mask_offsets_shadow(want))
     assert_states_equal(to_numpy(t), want)
 
 
@@ -317,7 +318,7 @@ def test_decode_states_follow_the_eight_tensor_op(device, before, n, after):
     s = decode_states_case(states.shadow_mask_state(
         np.random.default_rng(5), 2, branches=["decode", "prompt"], prompt_tokens=1), before, n)
     want = states.copy_state(s)
-    want_out = reference.update_attn_mask_offsets_shadow(**want)
+    want_out = reference.update_attn_mask_offsets_shadow(want)
     if device == "guarded":
         got = states.copy_state(s)
         out = guarded.call(MASK, got)
@@ -339,7 +340,7 @@ def test_property_the_mask_op_matches_the_reference(seed, bsz, short_cu):
     t = to_tensors(s)
     out = shadow().update_attn_mask_offsets(**t).numpy()
     want = states.copy_state(s)
-    np.testing.assert_array_equal(out, reference.update_attn_mask_offsets_shadow(**want))
+    np.testing.assert_array_equal(out, reference.update_attn_mask_offsets_shadow(want))
     assert_states_equal(to_numpy(t), want)
 
 
@@ -401,7 +402,7 @@ def test_a_mask_end_past_int32_is_refused_unchanged(device):
         shadow().update_attn_mask_offsets(**t)
     assert_states_equal(to_numpy(t), s)
     with pytest.raises(ops.BadInputError):
-        reference.update_attn_mask_offsets_shadow(**states.copy_state(s))
+        reference.update_attn_mask_offsets_shadow(states.copy_state(s))
 
 
 # The raw registered op, called positionally as FastDeploy's proposer calls

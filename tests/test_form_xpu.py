@@ -15,8 +15,9 @@ from fastdeploy_mtp import forms
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
-from helpers import (DEVICES, assert_states_equal, recompute_decode_state, run_fastdeploy_model,
-                     run_form_preprocess, to_numpy, to_tensors)
+from helpers import DEVICES, assert_states_equal, to_numpy, to_tensors
+from case_states import recompute_decode_state
+from fastdeploy_forms import run_fastdeploy_model, run_form_preprocess
 
 FORM = "xpu"
 SIG = FORMS[FORM]["draft_model_preprocess"]

@@ -9,9 +9,10 @@ import pytest
 from fastdeploy_mtp import ops
 from fastdeploy_mtp.harness import states
 from helpers import (assert_mask_like_reference, assert_states_equal, assert_unchanged,
-                     break_mask_request, break_preprocess_request, gpu_available, preprocess_attrs, prompts_state, run_mask_ref,
-                     run_preprocess_op, run_preprocess_ref, skipped_mask_requests, to_numpy,
-                     to_tensors)
+                     gpu_available, preprocess_attrs, run_mask_ref, run_preprocess_op,
+                     run_preprocess_ref, to_numpy, to_tensors)
+from case_states import (break_mask_request, break_preprocess_request, prompts_state,
+                         skipped_mask_requests)
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not gpu_available(), reason="needs Paddle with CUDA and a GPU")]

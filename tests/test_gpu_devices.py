@@ -18,9 +18,9 @@ import pytest
 
 from fastdeploy_mtp import ops
 from fastdeploy_mtp.harness import states
-from helpers import (assert_states_equal, assert_unchanged, break_mask_request,
-                     break_preprocess_request, gpu_available, preprocess_attrs, run_mask_ref,
-                     run_preprocess_ref, to_numpy, to_tensors)
+from helpers import (assert_states_equal, assert_unchanged, gpu_available, preprocess_attrs,
+                     run_mask_ref, run_preprocess_ref, to_numpy, to_tensors)
+from case_states import break_mask_request, break_preprocess_request
 
 
 def _two_gpus() -> bool:

@@ -16,8 +16,9 @@ import pytest
 from fastdeploy_mtp import forms, ops, reference
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
-from helpers import (DEVICES, WITH_GUARDED, assert_unchanged, call_op, outcome_mismatch,
-                     preprocess_attrs, to_numpy, to_tensors)
+from helpers import (DEVICES, WITH_GUARDED, assert_unchanged, call_op, preprocess_attrs, to_numpy,
+                     to_tensors)
+from bad_states import outcome_mismatch
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
@@ -54,7 +55,7 @@ def same_outcome_as_reference(s, attrs, device):
     """The op refuses the request the reference refuses (nothing changed), or
     both agree on every array."""
     mismatch = outcome_mismatch(lambda t: call_op(DRAFT_MODEL_PREPROCESS, t, attrs),
-                                lambda r: reference.draft_model_preprocess(**r, **attrs),
+                                lambda r: reference.draft_model_preprocess(r, **attrs),
                                 s, device)
     assert mismatch is None, mismatch
 
@@ -229,7 +230,7 @@ def test_mask_limits_at_every_position(device, case, bsz, where):
     s = mask_batch(bsz)
     breaker(s, where)
     with pytest.raises(ops.BadInputError) as info:
-        reference.update_attn_mask_offsets(**{k: v.copy() for k, v in s.items()})
+        reference.update_attn_mask_offsets({k: v.copy() for k, v in s.items()})
     assert f"request {where}: {field}" in str(info.value)
     refused(lambda t: call_op(UPDATE_ATTN_MASK_OFFSETS, t), to_tensors(s, device), s,
             f"request {where}: {field}")
@@ -376,7 +377,7 @@ def test_adjacent_views_are_taken_and_views_one_element_over_are_not(device, sec
 
     s = decode_batch(4)
     want = {k: v.copy() for k, v in s.items()}
-    reference.draft_model_preprocess(**want, **preprocess_attrs(1, v1=True))
+    reference.draft_model_preprocess(want, **preprocess_attrs(1, v1=True))
     whole = np.zeros(10, np.int32)
     whole[second:second + 4] = s["accept_num"]
     whole[0:4] = s["mask_rollback"]
@@ -425,7 +426,7 @@ def test_ids_remove_padding_may_alias_anything(device):
     s = mask_batch(4)
     s["ids_remove_padding"] = np.zeros(4, np.int32)
     want_out, want = None, {k: v.copy() for k, v in s.items()}
-    want_out = reference.update_attn_mask_offsets(**want)
+    want_out = reference.update_attn_mask_offsets(want)
     t = to_tensors(s, device)
     t["ids_remove_padding"] = t["mask_rollback"]  # [4] int32, written by the op
     out = ops.update_attn_mask_offsets(**t).numpy()
@@ -481,7 +482,7 @@ def test_read_only_non_contiguous_view_is_fine(device):
 
     s = mask_batch(3)
     want = {k: v.copy() for k, v in s.items()}
-    want_out = reference.update_attn_mask_offsets(**want)
+    want_out = reference.update_attn_mask_offsets(want)
     t = to_tensors(s, device)
     wide = np.zeros(6, np.int32)
     wide[::2] = s["seq_lens_decoder"]
@@ -534,7 +535,7 @@ def test_num_model_step_at_either_end_of_its_range_is_accepted(device, k):
     t = to_tensors(s, device)
     call_op(DRAFT_MODEL_PREPROCESS, t, attrs)  # raises if the attribute were refused
     want = {n: a.copy() for n, a in s.items()}
-    reference.draft_model_preprocess(**want, **attrs)
+    reference.draft_model_preprocess(want, **attrs)
     for name, arr in want.items():
         assert np.array_equal(t[name].numpy(), arr), name
 
@@ -565,7 +566,7 @@ def test_a_written_table_of_no_columns(device, name, accepted):
     s[name] = np.zeros((s[name].shape[0], 0), np.int64)
     attrs = preprocess_attrs(1, v1=True)
     mismatch = outcome_mismatch(lambda t: call_op(DRAFT_MODEL_PREPROCESS, t, attrs),
-                                lambda r: reference.draft_model_preprocess(**r, **attrs),
+                                lambda r: reference.draft_model_preprocess(r, **attrs),
                                 s, device, field=True, sig=DRAFT_MODEL_PREPROCESS)
     assert mismatch is None, mismatch
 

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from fastdeploy_mtp import ops
-from helpers import compile_cpu_harness, gpu_available
+from helpers import gpu_available
+from cpp_harness import compile_cpu_harness
 
 N = 2**30 + 3          # tokens of the one request
 DECODER = 7            # seq_lens_decoder of the vision and decode requests

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from helpers import compile_cpu_harness
+from cpp_harness import compile_cpu_harness
 
 # Every question to the harness answers within this: a rule that does not
 # terminate fails its test, not the suite by hanging it.

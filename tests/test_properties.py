@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from fastdeploy_mtp import ops
 from fastdeploy_mtp.harness import states
-from helpers import (DEVICES, assert_unchanged, preprocess_attrs, prompts_state, run_mask_op,
-                     skipped_mask_requests, to_numpy, to_tensors)
+from helpers import DEVICES, assert_unchanged, preprocess_attrs, run_mask_op, to_numpy, to_tensors
+from case_states import prompts_state, skipped_mask_requests
 
 SETTINGS = settings(max_examples=120, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -666,7 +666,7 @@ def test_fastdeploy_seeded_shapes_with_decodes(seed):
 
 def recompute_form(s, k, truncate, splitwise, v1):
     out = copy(s)
-    reference.draft_model_preprocess_recompute(**out, **attrs(k, truncate, splitwise, v1))
+    reference.draft_model_preprocess_recompute(out, **attrs(k, truncate, splitwise, v1))
     return out
 
 

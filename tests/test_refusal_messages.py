@@ -13,7 +13,8 @@ import pytest
 
 from fastdeploy_mtp import ops
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS
-from helpers import DEVICES, assert_unchanged, call_op, empty_written, preprocess_attrs, to_tensors
+from helpers import DEVICES, assert_unchanged, call_op, preprocess_attrs, to_tensors
+from bad_states import empty_written
 
 INT32_MAX, INT64_MIN = 2**31 - 1, -(2**63)
 i32, i64 = np.int32, np.int64

@@ -80,7 +80,6 @@ def model_preprocess(form, state, k):
     the attributes FastDeploy's MTP proposer passes on a mixed or decode node."""
     s = {n: a.copy() for n, a in state.items()}
     attrs = dict(zip(ATTRS, (k, True, False, True)))
-    names = FORMS[form]["draft_model_preprocess"].input_names
     if form in ("pr5738", "pr6403"):
         reference_fastdeploy.draft_model_preprocess_pr5738(s, **attrs)
     elif form == "pr5245":
@@ -88,9 +87,9 @@ def model_preprocess(form, state, k):
     elif form == "xpu":
         reference_fastdeploy.draft_model_preprocess_xpu(s, **attrs)
     elif form == "recompute":
-        reference.draft_model_preprocess_recompute(*(s[n] for n in names), *attrs.values())
+        reference.draft_model_preprocess_recompute(s, **attrs)
     else:
-        reference.draft_model_preprocess(*(s[n] for n in names), *attrs.values())
+        reference.draft_model_preprocess(s, **attrs)
     return s
 
 
@@ -98,8 +97,7 @@ def model_mask(form, state):
     s = {n: a.copy() for n, a in state.items()}
     op = (reference.update_attn_mask_offsets_pr6403 if form == "pr6403"
           else reference.update_attn_mask_offsets)
-    names = FORMS[form]["update_attn_mask_offsets"].input_names
-    return op(*(s[n] for n in names)), s
+    return op(s), s
 
 
 def independent(form, role, k, out):

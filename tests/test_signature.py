@@ -63,14 +63,53 @@ def test_check_command_exits_zero_and_lists_everything():
 
 
 @pytest.mark.parametrize("name", sorted(OPS))
-@pytest.mark.parametrize("impl", [ops, reference], ids=["wrapper", "reference"])
-def test_python_signatures_follow_table(name, impl):
-    if impl is reference and name == "raise_pending_errors":
-        pytest.skip("a GPU utility, with nothing to model in numpy")
+def test_python_signatures_follow_table(name):
     sig = OPS[name]
-    params = list(inspect.signature(getattr(impl, name)).parameters.values())
+    params = list(inspect.signature(getattr(ops, name)).parameters.values())
     assert tuple(p.name for p in params) == sig.input_names + sig.attr_names
     assert all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params)
+
+
+def _k3(make):
+    return lambda rng: make(rng, 6, num_model_step=3)
+
+
+# (form, op, numpy reference, a valid state of the form's table, the attributes).
+REFERENCES = [
+    ("rollback", "draft_model_preprocess", reference.draft_model_preprocess,
+     _k3(states.preprocess_state), preprocess_attrs(3, v1=True)),
+    ("recompute", "draft_model_preprocess", reference.draft_model_preprocess_recompute,
+     _k3(states.recompute_state), preprocess_attrs(3, v1=True)),
+    ("shadow", "draft_model_preprocess", reference.draft_model_preprocess_shadow,
+     _k3(states.shadow_state), dict(num_model_step=3, is_splitwise_prefill=False)),
+    ("rollback", "update_attn_mask_offsets", reference.update_attn_mask_offsets,
+     lambda rng: states.mask_state(rng, 6), {}),
+    ("pr6403", "update_attn_mask_offsets", reference.update_attn_mask_offsets_pr6403,
+     lambda rng: states.mask_state(rng, 6), {}),
+    ("shadow", "update_attn_mask_offsets", reference.update_attn_mask_offsets_shadow,
+     lambda rng: states.shadow_mask_state(rng, 6), {}),
+]
+
+
+@pytest.mark.parametrize("form,op,fn,make,attrs", REFERENCES,
+                         ids=[f"{r[0]}-{r[1]}" for r in REFERENCES])
+def test_the_reference_takes_its_forms_state(form, op, fn, make, attrs):
+    """The numpy reference takes the state as a dict keyed by the form's
+    table, then the op's attributes; a state without one of the table's
+    tensors, or with a tensor the table does not name, is refused naming it,
+    with nothing changed."""
+    sig = FORMS[form][op]
+    assert list(inspect.signature(fn).parameters) == ["state", *sig.attr_names]
+    s = make(np.random.default_rng(5))
+    fn(states.copy_state(s), **attrs)
+    for name in sig.input_names:
+        lacking = {n: a for n, a in states.copy_state(s).items() if n != name}
+        with pytest.raises(TypeError, match=rf"^{op} \({form} form\): the state lacks {name}$"):
+            fn(lacking, **attrs)
+    extra = dict(states.copy_state(s), recompute_token_num_=np.zeros(6, np.int32))
+    with pytest.raises(TypeError, match=r"the state has recompute_token_num_, which"):
+        fn(extra, **attrs)
+    assert all(np.array_equal(extra[n], s[n]) for n in s)
 
 
 def test_fastdeploy_positional_call():
@@ -309,38 +348,51 @@ def test_checks_use_the_tables_kind_dtype_and_access(form_op):
         assert args[3:] == ([str(t.min_cols)] if t.min_cols else []), var
 
 
-def _check_of(form, name, tensor):
-    return next(ln for ln in cpp_checks(FORMS[form][name]) if f'"{tensor}"' in ln)
+def _form_state(form, rng, k):
+    """A valid draft_model_preprocess state of `form`'s table."""
+    if form == "shadow":
+        return states.shadow_state(rng, 12, num_model_step=k)
+    if form == "rollback":
+        return states.preprocess_state(rng, 12, num_model_step=k)
+    s = states.recompute_state(rng, 12, num_model_step=k)
+    return {n: s[n] for n in FORMS[form]["draft_model_preprocess"].input_names}
 
 
-def test_access_per_form():
-    """The recompute form reads base_model_seq_lens_this_time (it bounds the
-    tokens a decode recomputes), so it may not alias a written tensor; the
-    rollback form never reads it. The shadow form never reads
-    target_model_seq_lens_encoder; its undeclared target_model_draft_tokens is
-    written all the same."""
-    pre = "draft_model_preprocess"
-    assert _check_of("recompute", pre, "base_model_seq_lens_this_time").endswith(
-        "bsz, Access::kRead);")
-    assert _check_of("rollback", pre, "base_model_seq_lens_this_time").endswith(
-        "bsz, Access::kUnread);")
-    assert _check_of("shadow", pre, "target_model_seq_lens_encoder").endswith(
-        "bsz, Access::kUnread);")
-    assert _check_of("shadow", pre, "target_model_draft_tokens").endswith(
-        "bsz, Access::kWritten);")
+@pytest.mark.parametrize("form", list(FORMS))
+def test_a_tensor_the_table_says_is_unread_changes_nothing(form):
+    """Each preprocess input the form's table marks unread (the rollback
+    form's base_model_seq_lens_this_time, the xpu form's mask_rollback and
+    recompute_token_num, ...) may hold anything: the op leaves every other
+    tensor as it does with the tensor's own values, and leaves it as it was."""
+    sig = FORMS[form]["draft_model_preprocess"]
+    unread = [t.name for t in sig.inputs if t.access == "U"]
+    assert unread, form
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        k = 1 + seed % 3
+        s = _form_state(form, rng, k)
+        attrs = ({"num_model_step": k, "is_splitwise_prefill": seed % 3 == 0} if form == "shadow"
+                 else preprocess_attrs(k, truncate=seed % 2 == 0, v1=seed < 3))
+        t = to_tensors(s)
+        forms.load(form).draft_model_preprocess(**t, **attrs)
+        want = to_numpy(t)
+        for name in unread:
+            info = np.iinfo(s[name].dtype)
+            garbage = rng.integers(info.min, info.max, s[name].shape, dtype=s[name].dtype,
+                                   endpoint=True)
+            t = to_tensors(dict(s, **{name: garbage}))
+            forms.load(form).draft_model_preprocess(**t, **attrs)
+            got = to_numpy(t)
+            np.testing.assert_array_equal(got[name], garbage, err_msg=f"{form}: {name} written")
+            for n in s:
+                if n != name:
+                    np.testing.assert_array_equal(got[n], want[n],
+                                                  err_msg=f"{form}: {name} changed {n}")
+
+
+def test_a_tensor_the_rules_read_has_a_view_and_one_never_read_has_none():
     for form in FORMS:
-        sig = FORMS[form][pre]
-        unread = {t.name for t in sig.inputs if t.access == "U"}
-        assert unread == {"rollback": {"base_model_seq_lens_this_time",
-                                       "base_model_seq_lens_encoder"},
-                          "recompute": {"base_model_seq_lens_encoder"},
-                          "pr5245": {"base_model_seq_lens_encoder"},
-                          "pr5738": {"base_model_seq_lens_encoder"},
-                          "pr6403": {"base_model_seq_lens_encoder"},
-                          "xpu": {"base_model_seq_lens_encoder", "mask_rollback",
-                                  "recompute_token_num"},
-                          "shadow": {"target_model_seq_lens_encoder"}}[form]
-        # a tensor the rules read has a view, and one never read has none
+        sig = FORMS[form]["draft_model_preprocess"]
         assert all(bool(t.view.fields()) == (t.access != "U") for t in sig.inputs
                    if t.check != "flag"), form
 

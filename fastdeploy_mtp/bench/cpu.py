@@ -77,7 +77,7 @@ def main(args) -> int:
         t = tensors(s, place)
         r = states.copy_state(s)
         op_s, ref_s = _side_by_side(lambda: typed.draft_model_preprocess(**t, **attrs),
-                                    lambda: reference.draft_model_preprocess(**r, **attrs),
+                                    lambda: reference.draft_model_preprocess(r, **attrs),
                                     args.repeat, args.rounds)
         print(f"{'draft_model_preprocess':<26}{bsz:>6}{op_s * 1e6:>12.1f}{ref_s * 1e6:>15.1f}"
               f"{_ratio(ref_s / op_s):>10}", flush=True)
@@ -86,7 +86,7 @@ def main(args) -> int:
         t = {n: paddle.to_tensor(a, place=place) for n, a in s.items()}
         r = states.copy_state(s)
         op_s, ref_s = _side_by_side(lambda: typed.update_attn_mask_offsets(**t),
-                                    lambda: reference.update_attn_mask_offsets(**r),
+                                    lambda: reference.update_attn_mask_offsets(r),
                                     args.repeat, args.rounds)
         print(f"{'update_attn_mask_offsets':<26}{bsz:>6}{op_s * 1e6:>12.1f}{ref_s * 1e6:>15.1f}"
               f"{_ratio(ref_s / op_s):>10}", flush=True)

@@ -198,15 +198,15 @@ def state_and_models(form):
     if form == "shadow":
         pre = states.shadow_state(rng, 24, num_model_step=3)
         attrs = {"num_model_step": 3, "is_splitwise_prefill": False}
-        return (pre, attrs, lambda s: reference.draft_model_preprocess_shadow(**s, **attrs),
+        return (pre, attrs, lambda s: reference.draft_model_preprocess_shadow(s, **attrs),
                 states.shadow_mask_state(rng, 24),
-                lambda s: reference.update_attn_mask_offsets_shadow(**s))
+                lambda s: reference.update_attn_mask_offsets_shadow(s))
     pre = states.recompute_state(rng, 24, num_model_step=3)
     pre = {n: pre[n] for n in FORMS[form]["draft_model_preprocess"].input_names}
     attrs = {"num_model_step": 3, "truncate_first_token": True, "splitwise_prefill": False,
              "kvcache_scheduler_v1": True}
     if form == "recompute":
-        ref_pre = lambda s: reference.draft_model_preprocess_recompute(**s, **attrs)  # noqa: E731
+        ref_pre = lambda s: reference.draft_model_preprocess_recompute(s, **attrs)  # noqa: E731
     else:  # FastDeploy's kernels: pr6403's preprocess is pr5738's
         version = "pr5245" if form == "pr5245" else "pr5738"
         kernel = getattr(reference_fastdeploy, f"draft_model_preprocess_{version}")
@@ -219,7 +219,7 @@ def _mask_rule(name):
     def run(s):
         from fastdeploy_mtp import reference
 
-        return getattr(reference, name)(**s)
+        return getattr(reference, name)(s)
 
     return run
 

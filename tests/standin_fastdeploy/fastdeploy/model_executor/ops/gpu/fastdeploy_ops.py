@@ -80,12 +80,13 @@ def _fastdeploy_kernel(version):
     return run
 
 
-def _by_keywords(name):
-    """fastdeploy_mtp.reference's function `name`, every tensor and attribute by name."""
+def _reference(name):
+    """fastdeploy_mtp.reference's function `name` (the state dict, its
+    attributes by name)."""
     def run(state, attrs):
         from fastdeploy_mtp import reference
 
-        return getattr(reference, name)(**state, **attrs)
+        return getattr(reference, name)(state, **attrs)
 
     return run
 
@@ -96,19 +97,19 @@ MODELS = {
     # decode_states rule at update_attn_mask_offsets.cu lines 68-77: a decode of
     # more than one token rewrites its row.
     "9018ccf74": {"draft_model_preprocess": _fastdeploy_kernel("pr5738"),
-                  "update_attn_mask_offsets": _by_keywords("update_attn_mask_offsets")},
+                  "update_attn_mask_offsets": _reference("update_attn_mask_offsets")},
     # The preprocess kernel as at 9018ccf74 (draft_model_preprocess.cu has no
     # change between them); update_attn_mask_offsets.cu lines 68-75: every
     # decode rewrites its row, a 1 among its tokens' columns becoming -1.
     "2178f2829": {"draft_model_preprocess": _fastdeploy_kernel("pr5738"),
-                  "update_attn_mask_offsets": _by_keywords("update_attn_mask_offsets_pr6403")},
+                  "update_attn_mask_offsets": _reference("update_attn_mask_offsets_pr6403")},
     # draft_model_preprocess.cu as 88d44a2c9 left it (a running decode rolls
     # back num_model_step - 1, lines 226-230); update_attn_mask_offsets.cu as
     # at 9018ccf74 (no change between them).
     "ba915e03e": {"draft_model_preprocess": _fastdeploy_kernel("pr5245"),
-                  "update_attn_mask_offsets": _by_keywords("update_attn_mask_offsets")},
-    "7a6c28781": {"draft_model_preprocess": _by_keywords("draft_model_preprocess_shadow"),
-                  "update_attn_mask_offsets": _by_keywords("update_attn_mask_offsets_shadow")},
+                  "update_attn_mask_offsets": _reference("update_attn_mask_offsets")},
+    "7a6c28781": {"draft_model_preprocess": _reference("draft_model_preprocess_shadow"),
+                  "update_attn_mask_offsets": _reference("update_attn_mask_offsets_shadow")},
 }
 
 # (op, "extension" or "static", id of the call's first tensor) per call.
