@@ -1,5 +1,5 @@
 """The smallest state that shows a drifting row of the verdict table:
-``python -m fastdeploy_mtp reproduce FORM [--role mixed|pd] [-k K]``.
+``python -m fastdeploy_mtp reproduce FORM [--role mixed|pd] [-k K] [--chunk N]``.
 
 One request in one slot, and the op calls FastDeploy's runner makes on it
 (``sim_fastdeploy``): where the drift starts at an insert, the insert's
@@ -30,6 +30,19 @@ commit. A row of the verdict table that is exact (every form at k = 1, the
 ``rollback`` form on a mixed node, the ``shadow`` form) has nothing to
 reproduce: the command says why and exits 0 after ``OK: ...``; a drift shown
 exits 1 after ``FAILED: ...``, as ``simulate`` does for a failed check.
+
+``--chunk N`` (1 <= N <= CHUNK_MAX) shows instead the drift of FastDeploy's
+chunked prefill, which every form and role has (``verdict --chunk N``; pd is
+then the prefill node, whose insert takes chunks: a decode node's never
+does). One request with a text prompt of 2N tokens: FastDeploy's insert of
+its first chunk [0, N) as a prefill task (``sim_fastdeploy.insert`` with
+``spans``); the base model after that chunk as ``sim_models.ScriptedBase``
+leaves it, its sample at position N - 1 (CHUNK_SAMPLE) one the runner does
+not output; then the form's raw ``draft_model_preprocess``, which puts that
+sample at the draft's input of position N - 1, where the prompt's token N
+belongs. The next chunk starts at N, so nothing computes that position's
+draft K/V again. The cause is the form's kernel line at its commit and the
+runner's rules around it (CHUNK_CAUSES); it exits 1 after ``FAILED: ...``.
 """
 
 from __future__ import annotations
