@@ -1,10 +1,12 @@
-"""`python -m fastdeploy_mtp reproduce FORM [--role R] [-k K]`: for each
-drifting row of the verdict table, the one-request state it prints drifts by
-what the numpy models of the ops (fastdeploy_mtp.reference,
+"""`python -m fastdeploy_mtp reproduce FORM [--role R] [-k K] [--chunk N]`:
+for each drifting row of the verdict table, the one-request state it prints
+drifts by what the numpy models of the ops (fastdeploy_mtp.reference,
 fastdeploy_mtp.reference_fastdeploy) compute on that same printed state, every
 tensor it prints after a call is what those models leave, and the state is
 one a form without the drift keeps exact; an exact row prints no drift and
-exits 0; a bad argument is one line on stderr and exit 2."""
+exits 0; with --chunk, every form and role shows the draft's input at the
+first chunk's last position taken from the base model's sample, on tensors
+those models compute; a bad argument is one line on stderr and exit 2."""
 
 import ast
 import re
@@ -75,12 +77,15 @@ def arrays(form, op, values):
             for n, v in values.items()}
 
 
-def model_preprocess(form, state, k):
+def model_preprocess(form, state, k, prefill_node=False):
     """`form`'s draft_model_preprocess in numpy, on a copy of `state`, with
-    the attributes FastDeploy's MTP proposer passes on a mixed or decode node."""
+    the attributes FastDeploy's MTP proposer passes on a mixed or decode node
+    (`prefill_node`: on the prefill node of a PD split)."""
     s = {n: a.copy() for n, a in state.items()}
-    attrs = dict(zip(ATTRS, (k, True, False, True)))
-    if form in ("pr5738", "pr6403"):
+    attrs = dict(zip(ATTRS, (k, True, prefill_node, True)))
+    if form == "shadow":  # num_model_step, is_splitwise_prefill
+        reference.draft_model_preprocess_shadow(s, k, prefill_node)
+    elif form in ("pr5738", "pr6403"):
         reference_fastdeploy.draft_model_preprocess_pr5738(s, **attrs)
     elif form == "pr5245":
         reference_fastdeploy.draft_model_preprocess_pr5245(s, **attrs)
@@ -216,7 +221,10 @@ def test_the_drifting_rows_are_those_of_the_verdict_table_in_docs_results():
 
 @pytest.mark.parametrize("argv", [[], ["nope"], ["pr5738", "-k", "0"], ["pr5738", "-k", "5"],
                                   ["pr5738", "-k", "x"], ["pr5738", "--role", "prefill"],
-                                  ["pr5738", "--bogus"], ["pr5738", "shadow"]])
+                                  ["pr5738", "--bogus"], ["pr5738", "shadow"],
+                                  ["shadow", "--chunk", "0"], ["pr5738", "--chunk", "-3"],
+                                  ["pr5738", "--chunk", "33"], ["pr5738", "--chunk", "x"],
+                                  ["pr5738", "--chunk"]])
 def test_a_bad_argument_is_one_line_and_exit_2(capsys, argv):
     """(An option no command has is the top-level parser's to refuse, as for
     every command.)"""
@@ -224,3 +232,115 @@ def test_a_bad_argument_is_one_line_and_exit_2(capsys, argv):
     assert code == 2 and out == ""
     assert len(err.splitlines()) == 1 and err.startswith("python -m fastdeploy_mtp"), err
     assert (argv[-1] if argv else "FORM") in err, err
+
+
+# --chunk N: FastDeploy's chunked prefill. Where each form's kernel puts the
+# base model's token at a prefill's last draft input (file, lines at the
+# commit; read there): a mixed node's branch and the prefill node's.
+GPU = "custom_ops/gpu_ops/speculate_decoding/draft_model/draft_model_preprocess.cu"
+XPU = "custom_ops/xpu_ops/src/plugin/src/wrapper/mtp_wrapper/draft_model_preprocess.cpp"
+PR5738_KERNEL = {"mixed": ("9018ccf74", GPU, "204-213"), "pd": ("9018ccf74", GPU, "99-111")}
+CHUNK_CAUSE = {"rollback": PR5738_KERNEL, "recompute": PR5738_KERNEL, "pr5738": PR5738_KERNEL,
+               "pr6403": PR5738_KERNEL,
+               "pr5245": {"mixed": ("ba915e03e", GPU, "200-213"), "pd": ("ba915e03e", GPU, "97-109")},
+               "xpu": {"mixed": ("c29e86fc9", XPU, "145-158"), "pd": ("c29e86fc9", XPU, "94-106")},
+               "shadow": {"mixed": ("c29e86fc9", GPU, "107-113"), "pd": ("c29e86fc9", GPU, "107-113")}}
+# Every form, both roles (pd: the prefill node), k 1 and 2, a chunk of 1 to 4.
+CHUNKED = [(f, r, k, 1 + (i % 4)) for i, (f, r, k) in enumerate(
+    (f, r, k) for f in CHUNK_CAUSE for r in verdict.ROLES for k in (1, 2))]
+# A buffer's row without an op's index: an insert's, or the base model's.
+BUFFER_ROW = re.compile(r'^    ((?:model_inputs|target_model_inputs)\["\w+"\])\s+(\[.*?\])'
+                        r'(?: -> (\[.*\])| \(unchanged\))$')
+
+
+def buffer_rows(out, start, stop):
+    """{buffer: (before, after)} of the unindexed rows between the line that
+    starts with `start` and the next that starts with `stop`."""
+    lines = out.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith(start))
+    rows = {}
+    for line in lines[first + 1:]:
+        if line.startswith(stop):
+            break
+        m = BUFFER_ROW.match(line)
+        if m:
+            before = ast.literal_eval(m.group(2))
+            rows[m.group(1)] = (before, before if m.group(3) is None else
+                                ast.literal_eval(m.group(3)))
+    return rows
+
+
+@pytest.mark.parametrize("form,role,k,chunk", CHUNKED)
+def test_a_chunk_s_last_draft_input_is_the_base_model_s_sample(capsys, form, role, k, chunk):
+    """After the first chunk [0, N) of a 2N-token prompt, the draft's input at
+    position N - 1 is the base model's sample (not output: its
+    seq_lens_decoder N is short of the prompt), not the prompt's token N; the
+    insert is FastDeploy's of a prefill task (mtp.py 9018ccf74:527-566), and
+    every tensor the preprocess leaves is what the numpy model of the form
+    computes on the printed state."""
+    code, out, err = run(capsys, form, "--role", role, "-k", str(k), "--chunk", str(chunk))
+    assert code == 1 and err == "" and out.splitlines()[-1].startswith("FAILED: "), out
+    prompt = list(range(11, 11 + 2 * chunk))
+    assert f"a text prompt of {2 * chunk} tokens {prompt} " in out
+    # [1] the insert of the task [0, N): the chunk's tokens shifted by one,
+    # encoder and this_time N from decoder 0, step_idx 0 (the prompt goes on),
+    # the chunk's mask offsets and the cursor N - 1 + 1 (none in the shadow
+    # form's GPU runner, c29e86fc9:516-521).
+    ins = {n[len('model_inputs["'):-2]: v[1] for n, v in
+           buffer_rows(out, "[1] insert_tasks_v1", "the base model").items()}
+    before_ins = {n[len('model_inputs["'):-2]: v[0] for n, v in
+                  buffer_rows(out, "[1] insert_tasks_v1", "the base model").items()}
+    assert ins["input_ids"][0][:chunk - 1] == prompt[1:chunk]
+    assert (ins["seq_lens_encoder"], ins["seq_lens_this_time"], ins["seq_lens_decoder"],
+            ins["step_idx"]) == ([chunk], [chunk], [0], [0])
+    assert ins["attn_mask_offsets_full"][0][:chunk] == list(range(chunk))
+    assert ins["attn_mask_offsets_decoder"] == (before_ins["attn_mask_offsets_decoder"]
+                                                if form == "shadow" else [chunk])
+    assert (ins["stop_flags"], ins["batch_drop"]) == ([False], [False])
+    # The base model after the chunk: one sample, lengths at the chunk's end.
+    base = {n[len('target_model_inputs["'):-2]: v[1] for n, v in
+            buffer_rows(out, "the base model", "[2] ").items()}
+    sample = base["accept_tokens"][0][0]
+    assert sample != prompt[chunk] and sample not in prompt
+    assert (base["accept_num"], base["seq_lens_decoder"], base["seq_lens_encoder"],
+            base["stop_flags"], base["step_idx"]) == ([1], [chunk], [0], [False], [1])
+    assert "The runner does not output that sample" in out
+    # [2] the raw preprocess on that state, against the numpy model.
+    pre = calls(out)["draft_model_preprocess"]["rows"]
+    for n, (buffer, shown, _) in pre.items():
+        name = buffer.split('"')[1]
+        held = base if buffer.startswith("target_") else ins
+        if name in held and buffer != 'model_inputs["max_dec_len"]':
+            assert shown == held[name], n  # the preprocess reads what [1] and the base left
+    state = arrays(form, "draft_model_preprocess", {n: v[1] for n, v in pre.items()})
+    after = model_preprocess(form, state, k, prefill_node=role == "pd")
+    for n, (_, _, shown) in pre.items():
+        np.testing.assert_array_equal(np.array(shown), after[n], err_msg=n)
+    got = int(after["input_ids"][0, chunk - 1])
+    assert got == sample != prompt[chunk]
+    assert int(after["seq_lens_this_time"][0]) == chunk and int(after["seq_lens_decoder"][0]) == 0
+    drift = [line for line in out.splitlines() if line.startswith("drift: ")]
+    assert drift == [f"drift: input_ids[0, {chunk - 1}] = {got} where the prompt's token {chunk} "
+                     f"({prompt[chunk]}) belongs: the draft computes KV position {chunk - 1} on "
+                     f"the base model's sample, and the next chunk starts at {chunk}, so nothing "
+                     "computes it again"], out
+    commit, path, lines = CHUNK_CAUSE[form][role]
+    causes = [line for line in out.splitlines() if line.startswith("cause: ")]
+    assert len(causes) == 1 and causes[0].startswith(
+        f"cause: FastDeploy {commit}, {path} lines {lines}: "), causes
+    assert out.startswith(f"reproduce: the {form} form, role {role}, k {k}, chunk {chunk}: ")
+
+
+def test_without_chunk_the_rows_are_reproduced_as_without_the_option(capsys):
+    """--chunk changes nothing it is not given: the exact row stays exact."""
+    code, out, _ = run(capsys, "shadow")
+    assert code == 0 and "chunk" not in out
+    code, out, _ = run(capsys, "pr5245", "--role", "pd")  # pd: the decode node
+    assert code == 1 and "prefilled in chunks" not in out and "insert_tasks_v1 as FastDeploy " \
+        "ba915e03e's decode node" in out
+
+
+def test_a_chunk_out_of_range_says_the_range(capsys):
+    code, out, err = run(capsys, "rollback", "--chunk", "33")
+    assert code == 2 and out == ""
+    assert "--chunk: must be within [1, 32]" in err and "got 33" in err, err

@@ -1,5 +1,5 @@
 """The smallest state that shows a drifting row of the verdict table:
-``python -m fastdeploy_mtp reproduce FORM [--role mixed|pd] [-k K]``.
+``python -m fastdeploy_mtp reproduce FORM [--role mixed|pd] [-k K] [--chunk N]``.
 
 One request in one slot, and the op calls FastDeploy's runner makes on it
 (``sim_fastdeploy``): where the drift starts at an insert, the insert's
@@ -30,6 +30,19 @@ commit. A row of the verdict table that is exact (every form at k = 1, the
 ``rollback`` form on a mixed node, the ``shadow`` form) has nothing to
 reproduce: the command says why and exits 0 after ``OK: ...``; a drift shown
 exits 1 after ``FAILED: ...``, as ``simulate`` does for a failed check.
+
+``--chunk N`` (1 <= N <= CHUNK_MAX) shows instead the drift of FastDeploy's
+chunked prefill, which every form and role has (``verdict --chunk N``; pd is
+then the prefill node, whose insert takes chunks: a decode node's never
+does). One request with a text prompt of 2N tokens: FastDeploy's insert of
+its first chunk [0, N) as a prefill task (``sim_fastdeploy.insert`` with
+``spans``); the base model after that chunk as ``sim_models.ScriptedBase``
+leaves it, its sample at position N - 1 (CHUNK_SAMPLE) one the runner does
+not output; then the form's raw ``draft_model_preprocess``, which puts that
+sample at the draft's input of position N - 1, where the prompt's token N
+belongs. The next chunk starts at N, so nothing computes that position's
+draft K/V again. The cause is the form's kernel line at its commit and the
+runner's rules around it (CHUNK_CAUSES); it exits 1 after ``FAILED: ...``.
 """
 
 from __future__ import annotations
@@ -58,6 +71,7 @@ FIRST_TOKEN = 15
 PREFILL_NODE_DRAFT = 21
 ACCEPTED = (31, 32)  # the base model's token at its first and second verification
 MAX_MODEL_LEN = 12
+MAX_DEC_LEN = 64  # the shadow form's per-request limit, past every state shown
 # A decode node rolls back up to k - 1 positions of the prompt: each k of the
 # verdict table leaves at least one, or the mask op would skip the request.
 assert len(PROMPT) > max(KS) - 1
@@ -95,6 +109,10 @@ RUNNERS = {
     "pr6403": RunnerCode("2178f2829", "698-725", "707-708", "828-841", ""),
     # The XPU path of c29e86fc9's proposer (_prepare_inputs_xpu, _propose_xpu).
     "xpu": RunnerCode("c29e86fc9", "766-793", "775-776", "1083-1096", "505-531"),
+    # Its GPU path, the shadow form's 17 tensors in the op's own order (a
+    # chunk's drift is shown up to the preprocess: no mask call, no
+    # decode-node insert).
+    "shadow": RunnerCode("c29e86fc9", "728-748", "", "", ""),
 }
 
 
@@ -227,25 +245,34 @@ class Runner:
     ``recompute_token_num``, shaped as the replay shapes them. ``config``,
     ``state`` and ``base`` are what ``sim_fastdeploy`` reads of a proposer."""
 
-    def __init__(self, form: str, role: str, k: int):
+    def __init__(self, form: str, role: str, k: int, chunk: int = 0):
         import paddle
 
         self.form, self.role, self.k = form, role, k
         self.place = paddle.CPUPlace()
-        self.config = ProposerConfig(num_model_steps=k, max_model_len=MAX_MODEL_LEN,
-                                     max_num_seqs=1, role="decode" if role == "pd" else "mixed",
+        # With chunks, pd is the prefill node: a decode node's insert takes none.
+        node = ("prefill" if chunk else "decode") if role == "pd" else "mixed"
+        max_model_len = max(MAX_MODEL_LEN, 2 * chunk + k + 1)  # chunk_prompt's 2N tokens
+        self.config = ProposerConfig(num_model_steps=k, max_model_len=max_model_len,
+                                     max_num_seqs=1, role=node,
                                      kvcache_scheduler_v1=True, truncate_first_token=True)
-        self.state = draft_buffers(1, MAX_MODEL_LEN, k, self.place)
+        self.state = draft_buffers(1, max_model_len, k, self.place)
         self.base = make_base_buffers(1, k, self.place)
         inputs = FORMS[form]["draft_model_preprocess"].input_names
         self.recompute = (sim_fastdeploy.recompute_counts(self)
                           if "recompute_token_num" in inputs else None)
+        # The shadow form's preprocess takes each slot's max_dec_len (no other
+        # form's does); the request's limit lies past anything shown here.
+        self.max_dec_len = (sim_fastdeploy.max_dec_lens(self, MAX_DEC_LEN)
+                            if "max_dec_len" in inputs else None)
 
     def buffers(self) -> Dict[str, object]:
         """Every buffer by FastDeploy's name for it."""
         named = {f'model_inputs["{n}"]': t for n, t in self.state.items()}
         if self.recompute is not None:
             named['model_inputs["recompute_token_num"]'] = self.recompute
+        if self.max_dec_len is not None:
+            named['model_inputs["max_dec_len"]'] = self.max_dec_len
         named.update({f'target_model_inputs["{n}"]': t for n, t in self.base.items()})
         return named
 
@@ -406,23 +433,28 @@ def insert_block(r: Runner) -> Block:
     return b
 
 
-def preprocess_block(r: Runner) -> Block:
+def preprocess_block(r: Runner, chunk: bool = False) -> Block:
     """draft_model_preprocess, the form's raw op, positionally, as
-    FastDeploy's proposer calls it (sim_fastdeploy.preprocess_call)."""
+    FastDeploy's proposer calls it (sim_fastdeploy.preprocess_call). With
+    `chunk`, no notes: the caller reads the quantity of a chunk."""
     from .. import forms
 
     code = RUNNERS[r.form]
-    form, inputs, attrs = sim_fastdeploy.preprocess_call(r, r.recompute, None, r.form)
+    form, inputs, attrs = sim_fastdeploy.preprocess_call(r, r.recompute, r.max_dec_len, r.form)
     named = {id(t): name for name, t in r.buffers().items()}
     before, inv = _snapshot(inputs), r.invariant()
     forms.load(form).library.draft_model_preprocess(*inputs.values(), *attrs.values())
     after = _snapshot(inputs)
     shown = ", ".join(f"{a}={v}" for a, v in attrs.items())
+    order = (f"its batch_drop where the op declares is_block_step and its is_block_step where "
+             f"the op declares batch_drop (lines {code.swap})" if code.swap
+             else "each buffer where the op declares it")
     b = Block(f"draft_model_preprocess, the {form} form's raw op, positionally, as FastDeploy "
               f"{code.commit}'s proposer calls it ({MTP_PY} lines {code.preprocess}{code.note}): "
-              f"its batch_drop where the op declares is_block_step and its is_block_step where "
-              f"the op declares batch_drop (lines {code.swap}); {shown}")
+              f"{order}; {shown}")
     b.rows = [Row(name, named[id(t)], before[name], after[name]) for name, t in inputs.items()]
+    if chunk:
+        return b
     b.notes.append(_invariant_note(inv, r.invariant()))
     if r.value("seq_lens_encoder") == 0 and not r.value("stop_flags"):
         S, B, a = (r.value(n) for n in ("seq_lens_decoder", "base_model_seq_lens_decoder",
@@ -535,6 +567,238 @@ def reproduce(form: str, role: str, k: int) -> Optional[Reproduction]:
 
 
 # ---------------------------------------------------------------------------
+# A prefill chunk before the prompt's last (--chunk N)
+#
+# Every form drifts there, and for one reason in the runner, not the ops:
+# the base model samples a token at the chunk's last position, which the
+# runner does not output, and the draft's preprocess puts it at that
+# position's input, where the prompt's next token belongs; the next chunk
+# starts one position later, so nothing computes that K/V again
+# (sim_fastdeploy's docstring, on chunks).
+
+SAVE_OUTPUT = "custom_ops/gpu_ops/speculate_decoding/speculate_save_output.cc"
+XPU_SAVE_OUTPUT = "custom_ops/xpu_ops/src/ops/mtp/speculate_save_output.cc"
+SHADOW_PREPROCESS = PREPROCESS_FILE
+XPU_PREPROCESS = XPU_ROLLBACK.path
+# The base model's sample at the first chunk's last position: no token of
+# chunk_prompt (whose tokens lie below it for every N up to CHUNK_MAX).
+CHUNK_SAMPLE = 99
+CHUNK_MAX = 32
+
+
+def chunk_prompt(chunk: int) -> tuple:
+    """The prompt of a chunked reproduction: 2N text tokens, two chunks of N."""
+    return tuple(range(PROMPT[0], PROMPT[0] + 2 * chunk))
+
+
+assert PROMPT[0] + 2 * CHUNK_MAX - 1 < CHUNK_SAMPLE
+
+
+def chunk_argument(text: str) -> int:
+    """--chunk's value: an int in [1, CHUNK_MAX] (argparse says so in one line)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if not 1 <= n <= CHUNK_MAX:
+        raise argparse.ArgumentTypeError(
+            f"must be within [1, {CHUNK_MAX}] (the prompt is 2N tokens, two chunks of N), "
+            f"got {n}")
+    return n
+
+
+@dataclass(frozen=True)
+class ChunkRunner:
+    """Where FastDeploy's runner of one commit inserts a prefill task and
+    drops a chunk's sample from its output."""
+
+    commit: str
+    insert: str       # insert_tasks_v1's prefill-task lines (mtp.py)
+    start: str        # its line seq_lens_decoder = the task's start
+    save_output: str  # the file that skips a request short of its prompt
+    skip: str         # its lines
+
+
+CHUNK_RUNNERS = {
+    "9018ccf74": ChunkRunner("9018ccf74", "527-566", "552", SAVE_OUTPUT, "106"),
+    "ba915e03e": ChunkRunner("ba915e03e", "478-517", "503", SAVE_OUTPUT, "106"),
+    "2178f2829": ChunkRunner("2178f2829", "461-500", "486", SAVE_OUTPUT, "107-108"),
+    "c29e86fc9": ChunkRunner("c29e86fc9", "478-521", "504", SAVE_OUTPUT, "108-109"),
+}
+XPU_CHUNK_RUNNER = ChunkRunner("c29e86fc9", "478-521", "504", XPU_SAVE_OUTPUT, "109-110")
+
+
+def _chunk_runner(form: str) -> ChunkRunner:
+    return XPU_CHUNK_RUNNER if form == "xpu" else CHUNK_RUNNERS[RUNNERS[form].commit]
+
+
+def _chunk_cause(commit: str, path: str, lines: str, kernel: str, form: str,
+                 when: str = " whose base model has not stopped nor a block step dropped it"
+                 ) -> Cause:
+    """`when`: what besides seq_lens_encoder > 0 the branch asks of a request."""
+    run = _chunk_runner(form)
+    return Cause(
+        commit, path, lines,
+        f"{kernel}: a request with seq_lens_encoder > 0{when} gets accept_tokens[i, 0] at "
+        "input_ids[i, seq_lens_encoder - 1] and feeds seq_lens_encoder tokens from "
+        "seq_lens_decoder: after a chunk before the prompt's last, that token is "
+        "the base model's sample at the chunk's last position, which the runner does not "
+        f"output (FastDeploy {run.commit}, {run.save_output} "
+        f"{'lines' if '-' in run.skip else 'line'} {run.skip}: a request whose "
+        "seq_lens_decoder is short of its prompt outputs nothing), put where the prompt's "
+        "next token belongs; the next chunk's insert starts seq_lens_decoder at this chunk's "
+        f"end ({MTP_PY} line {run.start} there), so the draft's K/V at the chunk's last "
+        "position is never computed again. The fix is the runner's: give the draft the "
+        "prompt's next token there")
+
+
+def _gpu_cause(commit: str, mixed: str, prefill: str, form: str, kernel: str) -> Dict[str, Cause]:
+    return {"mixed": _chunk_cause(commit, PREPROCESS_FILE, mixed,
+                                  f"{kernel}, in draft_model_preprocess_kernel", form),
+            "pd": _chunk_cause(commit, PREPROCESS_FILE, prefill,
+                               f"{kernel}, in process_splitwise_prefill (the prefill node's "
+                               "kernel)", form, when="")}
+
+
+CHUNK_CAUSES: Dict[str, Dict[str, Cause]] = {
+    # Our 21-tensor op places the first token as FastDeploy's does
+    # (docs/contract.md, "Place the first token"), under 9018ccf74's runner.
+    "rollback": _gpu_cause("9018ccf74", "204-213", "99-111", "rollback",
+                           "FastDeploy's 22-tensor op, whose rule the rollback form's op "
+                           "keeps (docs/contract.md, \"Place the first token\")"),
+    "recompute": _gpu_cause("9018ccf74", "204-213", "99-111", "recompute",
+                            "FastDeploy's 22-tensor op"),
+    "pr5738": _gpu_cause("9018ccf74", "204-213", "99-111", "pr5738",
+                         "FastDeploy's 22-tensor op"),
+    "pr6403": _gpu_cause("9018ccf74", "204-213", "99-111", "pr6403",
+                         "FastDeploy's 22-tensor op (2178f2829 left this file as 9018ccf74 "
+                         "has it)"),
+    "pr5245": _gpu_cause("ba915e03e", "200-213", "97-109", "pr5245",
+                         "FastDeploy's 20-tensor op"),
+    "xpu": {"mixed": _chunk_cause("c29e86fc9", XPU_PREPROCESS, "145-158",
+                                  "FastDeploy's XPU op, off a prefill node", "xpu"),
+            "pd": _chunk_cause("c29e86fc9", XPU_PREPROCESS, "94-106",
+                               "FastDeploy's XPU op, on a prefill node (splitwise_prefill)",
+                               "xpu", when="")},
+    # One branch on every node: is_splitwise_prefill only lifts the
+    # max_dec_len skip (lines 87-91 there).
+    "shadow": _both(_chunk_cause("c29e86fc9", SHADOW_PREPROCESS, "107-113",
+                                 "FastDeploy's shadow op (17 tensors), which names chunked "
+                                 "prefill among the cases of this branch", "shadow",
+                                 when=" whose target model has not stopped")),
+}
+
+
+@dataclass
+class ChunkReproduction:
+    form: str
+    role: str
+    k: int
+    chunk: int
+    prompt: tuple
+    blocks: List[Block]
+    base_lines: List[str]  # the base model's state after the chunk, shown after [1]
+    column: int            # the draft's input column of the chunk's last position
+    position: int          # the KV position the draft computes there
+    got: int               # the draft's input there
+    cause: Cause
+
+
+def chunk_insert_block(r: Runner, prompt: tuple, chunk: int) -> Block:
+    """FastDeploy's insert of the prompt's first chunk [0, N) as a prefill
+    task (sim_fastdeploy.insert with spans), every buffer before and after."""
+    run = _chunk_runner(r.form)
+    watched = {f'model_inputs["{f}"]': r.state[f] for f in SLOT_FIELDS}
+    if r.recompute is not None:
+        watched['model_inputs["recompute_token_num"]'] = r.recompute
+    before = _snapshot(watched)
+    sim_fastdeploy.insert(r, [Request(slot=0, prompt=list(prompt),
+                                      mask_offsets=list(range(len(prompt))))],
+                          r.recompute, r.form, spans={0: (0, chunk)})
+    after = _snapshot(watched)
+    node = "the prefill node" if r.config.role == "prefill" else "a mixed node"
+    b = Block(f"insert_tasks_v1 as FastDeploy {run.commit}'s runner runs it on {node} "
+              f"({MTP_PY} lines {run.insert}): the prompt's first chunk, the prefill task "
+              f"[0, {chunk}) of its {len(prompt)} tokens")
+    b.rows = [Row("", name, before[name], after[name]) for name in watched]
+    return b
+
+
+def base_after_chunk(r: Runner, prompt: tuple, chunk: int) -> List[str]:
+    """The base model's buffers after it ran the chunk, as
+    sim_models.ScriptedBase leaves them, its sample at the chunk's last
+    position set to CHUNK_SAMPLE; lines saying so."""
+    from .sim_models import ScriptedBase
+
+    before = _snapshot(r.base)
+    base = ScriptedBase(r.base, r.k, MAX_DEC_LEN, 0.0, 0.0, np.random.default_rng(0))
+    base.admit(0, list(prompt), mask_offsets=list(range(len(prompt))), span=(0, chunk))
+    base.run()
+    r.fill({}, dict(accept_tokens=([CHUNK_SAMPLE], 0)))
+    after = _snapshot(r.base)
+    width = max(len(f'target_model_inputs["{n}"]') for n in r.base)
+    lines = [f"the base model after the chunk (sim_models.ScriptedBase): its verify samples "
+             f"{CHUNK_SAMPLE} at the chunk's last position {chunk - 1}, accept_num 1, and its "
+             f"update moves seq_lens_decoder to the chunk's end {chunk}; the prompt's token "
+             f"{chunk} is {prompt[chunk]}. The runner does not output that sample: "
+             f"seq_lens_decoder {chunk} is short of the prompt's {len(prompt)} tokens"]
+    lines += [f"    {name:<{width}} {_values(Row('', name, before[n], after[n]))}"
+              for n in r.base for name in [f'target_model_inputs["{n}"]']]
+    return lines
+
+
+def reproduce_chunk(form: str, role: str, k: int, chunk: int) -> ChunkReproduction:
+    """`form`'s drift on one request whose prompt is prefilled in chunks of
+    `chunk` tokens: the first chunk's last draft position computed on the
+    base model's sample. Every form and role drifts so."""
+    prompt = chunk_prompt(chunk)
+    r = Runner(form, role, k, chunk)
+    blocks = [chunk_insert_block(r, prompt, chunk)]
+    base_lines = base_after_chunk(r, prompt, chunk)
+    blocks.append(preprocess_block(r, chunk=True))
+    fed, start = r.value("seq_lens_this_time"), r.value("seq_lens_decoder")
+    column = fed - 1
+    position = start + column
+    got = int(read(r.state["input_ids"])[0, column])
+    # The draft's input at KV position p is the prompt's token p + 1; past
+    # the prompt, the base model's sample is the first token and belongs there.
+    if column < 0 or position + 1 >= len(prompt) or got == prompt[position + 1]:
+        raise RuntimeError(f"reproduce: the {form} form's chunk state for role {role}, k {k}, "
+                           f"chunk {chunk} shows no drift of input_ids[0, {column}]")
+    return ChunkReproduction(form, role, k, chunk, prompt, blocks, base_lines, column, position,
+                             got, CHUNK_CAUSES[form][role])
+
+
+def render_chunk(rep: ChunkReproduction) -> List[str]:
+    node = "the prefill node" if rep.role == "pd" else "a mixed node"
+    p = rep.position
+    lines = [f"reproduce: the {rep.form} form, role {rep.role}, k {rep.k}, chunk {rep.chunk}: "
+             "one request, FastDeploy's runner's op calls on it",
+             f"state: slot 0 on {node}, a text prompt of {len(rep.prompt)} tokens "
+             f"{list(rep.prompt)} (mask offsets {list(range(len(rep.prompt)))}), prefilled in "
+             f"chunks of {rep.chunk}: [0, {rep.chunk}) then [{rep.chunk}, {len(rep.prompt)})"]
+    for number, b in enumerate(rep.blocks, 1):
+        lines.append(f"[{number}] {b.title}")
+        width = max(len(r.buffer) for r in b.rows)
+        for i, row in enumerate(b.rows):
+            if row.op_input:
+                lines.append(f"    {i:>2} {row.op_input:<30} {row.buffer:<{width}} {_values(row)}")
+            else:
+                lines.append(f"    {row.buffer:<{width}} {_values(row)}")
+        if number == 1:
+            lines += rep.base_lines
+    lines += [f"drift: input_ids[0, {rep.column}] = {rep.got} where the prompt's token {p + 1} "
+              f"({rep.prompt[p + 1]}) belongs: the draft computes KV position {p} on the base "
+              f"model's sample, and the next chunk starts at {rep.chunk}, so nothing computes "
+              "it again",
+              rep.cause.line(),
+              f"FAILED: the {rep.form} form's draft computes a chunk's last position on a token "
+              f"that is not the prompt's (input_ids[0, {rep.column}]: {rep.got}, the prompt's "
+              f"{rep.prompt[p + 1]})"]
+    return lines
+
+
+# ---------------------------------------------------------------------------
 # Printing
 
 
@@ -568,6 +832,10 @@ def render(rep: Reproduction) -> List[str]:
 
 def main(args) -> int:
     """Print the reproduction; 1 when it shows a drift, 0 for an exact row."""
+    if getattr(args, "chunk", None):
+        for line in render_chunk(reproduce_chunk(args.form, args.role, args.k, args.chunk)):
+            print(line)
+        return 1
     rep = reproduce(args.form, args.role, args.k)
     if rep is None:
         print(f"reproduce: the {args.form} form, role {args.role}, k {args.k}: "
@@ -587,3 +855,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="mixed: one node; pd: the decode node of a PD-split deployment")
     p.add_argument("-k", type=int, choices=KS, default=2, metavar="K",
                    help=f"num_model_steps ({', '.join(map(str, KS))})")
+    p.add_argument("--chunk", type=chunk_argument, default=None, metavar="N",
+                   help=f"show instead the drift of FastDeploy's chunked prefill, in every form "
+                        f"and role (pd: the prefill node): a prompt of 2N tokens prefilled in "
+                        f"chunks of N, N from 1 to {CHUNK_MAX}")
