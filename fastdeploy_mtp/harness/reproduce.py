@@ -852,7 +852,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("form", choices=list(CASES), metavar="FORM",
                    help=f"the form whose drift to show ({', '.join(CASES)})")
     p.add_argument("--role", choices=ROLES, default="mixed",
-                   help="mixed: one node; pd: the decode node of a PD-split deployment")
+                   help="mixed: one node; pd: the decode node of a PD-split deployment "
+                        "(with --chunk its prefill node: a decode node's insert takes no chunk)")
     p.add_argument("-k", type=int, choices=KS, default=2, metavar="K",
                    help=f"num_model_steps ({', '.join(map(str, KS))})")
     p.add_argument("--chunk", type=chunk_argument, default=None, metavar="N",
