@@ -239,8 +239,8 @@ MUTATIONS = [
              '        return (self.value("attn_mask_offsets_decoder") - self.value("mask_rollback")',
              '        return (self.value("attn_mask_offsets_decoder") + self.value("mask_rollback")'),
     Mutation("reproducer runs another form's preprocess rules", REPRO,
-             "sim_fastdeploy.preprocess_call(r, r.recompute, None, r.form)",
-             "sim_fastdeploy.preprocess_call(r, r.recompute, None, None)"),
+             "sim_fastdeploy.preprocess_call(r, r.recompute, r.max_dec_len, r.form)",
+             "sim_fastdeploy.preprocess_call(r, r.recompute, r.max_dec_len, None)"),
     Mutation("reproducer runs pr5738's mask op for pr6403", REPRO,
              "    outs = forms.load(r.form).library.update_attn_mask_offsets(*inputs.values())",
              '    outs = forms.load("pr5738" if r.form == "pr6403" else r.form).library.'
