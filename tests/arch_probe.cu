@@ -30,6 +30,7 @@
 
 #include "bench/agreement_floor.cu"
 #include "bench/bench_kernels.h"
+#include "scope_name.h"
 
 namespace {
 
@@ -49,15 +50,6 @@ void expect(bool ok, const char* what) {
     std::printf("FAILED: %s\n", what);
     ++failures;
   }
-}
-
-const char* scope_name(mtp::Scope s) {
-  switch (s) {
-    case mtp::Scope::kOneBlock: return "block";
-    case mtp::Scope::kCluster: return "cluster";
-    case mtp::Scope::kGrid: return "grid";
-  }
-  return "?";
 }
 
 // Every plan either op makes at these sizes: one block, a cluster (on sm_90

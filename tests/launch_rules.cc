@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "launch_rules.h"
+#include "scope_name.h"
 
 namespace {
 
@@ -49,15 +50,6 @@ void print_asked(const Described& d) {
   std::printf(" | fits");
   for (int b : d.fits_asked) std::printf(" %d", b);
   std::printf(" | resident %d", d.resident_asked);
-}
-
-const char* scope_name(mtp::Scope s) {
-  switch (s) {
-    case mtp::Scope::kOneBlock: return "block";
-    case mtp::Scope::kCluster: return "cluster";
-    case mtp::Scope::kGrid: return "grid";
-  }
-  return "?";
 }
 
 void print(const mtp::Launch& l) {

@@ -5,6 +5,8 @@ preprocess is 9018ccf74's) and xpu (FastDeploy's XPU op at c29e86fc9). Each
 form's own rules, case by case with their lines, are in its
 tests/test_form_<form>.py."""
 
+from functools import partial
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,7 +16,7 @@ from fastdeploy_mtp import forms
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.signature import FORMS
 import guarded
-from helpers import DEVICES, assert_states_equal, to_numpy, to_tensors
+from helpers import DEVICES, assert_states_equal, preprocess_attrs, to_numpy, to_tensors
 from case_states import recompute_decode_state
 from fastdeploy_forms import FASTDEPLOY_MODELS, run_fastdeploy_model, run_form_preprocess
 from raw_op import (assert_raw_alias_refused, assert_raw_refused, call_raw, raw_refusal_cases,
@@ -27,9 +29,8 @@ def sig_of(form):
     return FORMS[form]["draft_model_preprocess"]
 
 
-def attrs_of(k, truncate=False, splitwise=False, v1=True):
-    return dict(num_model_step=k, truncate_first_token=truncate, splitwise_prefill=splitwise,
-                kvcache_scheduler_v1=v1)
+# The attributes FastDeploy's proposer passes (kvcache_scheduler_v1 on).
+attrs_of = partial(preprocess_attrs, v1=True)
 
 
 def ours(form, s):
@@ -72,7 +73,7 @@ def test_the_raw_op_called_positionally_as_fastdeploy_s_proposer_does(form, devi
 @pytest.mark.parametrize("v1", [False, True])
 def test_matches_fastdeploy_s_kernel(form, device, k, truncate, splitwise, v1):
     s = random_state(form, 10 * k + 2 * truncate + splitwise, 40, k)
-    attrs = attrs_of(k, truncate, splitwise, v1)
+    attrs = preprocess_attrs(k, truncate, splitwise, v1)
     assert_states_equal(run_form_preprocess(form, s, attrs, device), run_fastdeploy_model(form, s, attrs), str(attrs))
 
 
@@ -102,7 +103,7 @@ def test_property_matches_fastdeploy_s_kernel(form, seed, bsz, k, v1, truncate, 
     if recompute and "recompute_token_num" in s:
         s["recompute_token_num"][:] = rng.integers(0, k + 1, bsz).reshape(
             s["recompute_token_num"].shape)
-    attrs = attrs_of(k, truncate, splitwise, v1)
+    attrs = preprocess_attrs(k, truncate, splitwise, v1)
     assert_states_equal(run_form_preprocess(form, s, attrs, "cpu"), run_fastdeploy_model(form, s, attrs), str(attrs))
 
 

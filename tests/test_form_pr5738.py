@@ -6,6 +6,8 @@ whose own cases restate the kernel branch by branch
 (tests/test_reference_fastdeploy.py), rule by rule; what every FastDeploy kernel
 form is held to alike is in tests/test_fastdeploy_kernels.py."""
 
+from functools import partial
+
 import numpy as np
 import pytest
 
@@ -13,7 +15,7 @@ from fastdeploy_mtp import forms
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS, same_registration
-from helpers import DEVICES, assert_states_equal
+from helpers import DEVICES, assert_states_equal, preprocess_attrs
 from case_states import recompute_decode_state
 from fastdeploy_forms import run_fastdeploy_model, run_form_preprocess
 from raw_op import assert_raw_refused
@@ -23,18 +25,12 @@ SIG = FORMS[FORM]["draft_model_preprocess"]
 I32_MIN, I32_MAX, I64_MIN = -(2**31), 2**31 - 1, -(2**63)
 
 
-def attrs_of(k, truncate=False, splitwise=False, v1=True):
-    return dict(num_model_step=k, truncate_first_token=truncate, splitwise_prefill=splitwise,
-                kvcache_scheduler_v1=v1)
+# The attributes FastDeploy's proposer passes (kvcache_scheduler_v1 on).
+attrs_of = partial(preprocess_attrs, v1=True)
 
 
-def run_op(state, attrs, device):
-    return run_form_preprocess(FORM, state, attrs, device)
-
-
-def run_fastdeploy(state, attrs):
-    """FastDeploy's kernel, as the numpy model runs it."""
-    return run_fastdeploy_model(FORM, state, attrs)
+run_op = partial(run_form_preprocess, FORM)
+run_fastdeploy = partial(run_fastdeploy_model, FORM)  # FastDeploy's kernel, its numpy model
 
 
 def decode_state(k=3, bsz=2):

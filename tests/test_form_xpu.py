@@ -8,6 +8,8 @@ recompute_token_num. The xpu form's op against the numpy model
 loop; what every FastDeploy kernel form is held to alike is in
 tests/test_fastdeploy_kernels.py."""
 
+from functools import partial
+
 import numpy as np
 import pytest
 
@@ -15,7 +17,7 @@ from fastdeploy_mtp import forms
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
-from helpers import DEVICES, assert_states_equal, to_numpy, to_tensors
+from helpers import DEVICES, assert_states_equal, preprocess_attrs, to_numpy, to_tensors
 from case_states import recompute_decode_state
 from fastdeploy_forms import run_fastdeploy_model, run_form_preprocess
 
@@ -34,18 +36,12 @@ XPU_IN_PLACE = (
     "step_idx not_need_stop batch_drop pre_ids").split()
 
 
-def attrs_of(k, truncate=True, splitwise=False, v1=True):
-    return dict(num_model_step=k, truncate_first_token=truncate, splitwise_prefill=splitwise,
-                kvcache_scheduler_v1=v1)
+# The attributes FastDeploy's proposer passes (kvcache_scheduler_v1 on).
+attrs_of = partial(preprocess_attrs, truncate=True, v1=True)
 
 
-def run_op(state, attrs, device):
-    return run_form_preprocess(FORM, state, attrs, device)
-
-
-def run_fastdeploy(state, attrs):
-    """FastDeploy's kernel, as the numpy model runs it."""
-    return run_fastdeploy_model(FORM, state, attrs)
+run_op = partial(run_form_preprocess, FORM)
+run_fastdeploy = partial(run_fastdeploy_model, FORM)  # FastDeploy's kernel, its numpy model
 
 
 def test_registered_as_fastdeploy_c29e86fc9_registers_its_xpu_op():
