@@ -411,14 +411,20 @@ def _invariant_note(before: int, after: int) -> str:
     return f"invariant {INVARIANT}: {before} -> {after}"
 
 
+def _insert_buffers(r: Runner) -> Dict[str, object]:
+    """The draft buffers an insert may write, by FastDeploy's names."""
+    watched = {f'model_inputs["{f}"]': r.state[f] for f in SLOT_FIELDS}
+    if r.recompute is not None:
+        watched['model_inputs["recompute_token_num"]'] = r.recompute
+    return watched
+
+
 def insert_block(r: Runner) -> Block:
     """FastDeploy's insert of the request on a decode node
     (sim_fastdeploy.insert), every buffer it may write before and after."""
     code = RUNNERS[r.form]
     n = len(PROMPT)
-    watched = {f'model_inputs["{f}"]': r.state[f] for f in SLOT_FIELDS}
-    if r.recompute is not None:
-        watched['model_inputs["recompute_token_num"]'] = r.recompute
+    watched = _insert_buffers(r)
     before, inv = _snapshot(watched), r.invariant()
     sim_fastdeploy.insert(r, [Request(slot=0, prompt=list(PROMPT), mask_offsets=list(MASK_OFFSETS),
                                       first_token=FIRST_TOKEN, draft_token=PREFILL_NODE_DRAFT)],
@@ -708,9 +714,7 @@ def chunk_insert_block(r: Runner, prompt: tuple, chunk: int) -> Block:
     """FastDeploy's insert of the prompt's first chunk [0, N) as a prefill
     task (sim_fastdeploy.insert with spans), every buffer before and after."""
     run = _chunk_runner(r.form)
-    watched = {f'model_inputs["{f}"]': r.state[f] for f in SLOT_FIELDS}
-    if r.recompute is not None:
-        watched['model_inputs["recompute_token_num"]'] = r.recompute
+    watched = _insert_buffers(r)
     before = _snapshot(watched)
     sim_fastdeploy.insert(r, [Request(slot=0, prompt=list(prompt),
                                       mask_offsets=list(range(len(prompt))))],
@@ -779,12 +783,7 @@ def render_chunk(rep: ChunkReproduction) -> List[str]:
              f"chunks of {rep.chunk}: [0, {rep.chunk}) then [{rep.chunk}, {len(rep.prompt)})"]
     for number, b in enumerate(rep.blocks, 1):
         lines.append(f"[{number}] {b.title}")
-        width = max(len(r.buffer) for r in b.rows)
-        for i, row in enumerate(b.rows):
-            if row.op_input:
-                lines.append(f"    {i:>2} {row.op_input:<30} {row.buffer:<{width}} {_values(row)}")
-            else:
-                lines.append(f"    {row.buffer:<{width}} {_values(row)}")
+        lines += _row_lines(b)
         if number == 1:
             lines += rep.base_lines
     lines += [f"drift: input_ids[0, {rep.column}] = {rep.got} where the prompt's token {p + 1} "
@@ -808,6 +807,14 @@ def _values(row: Row) -> str:
     return f"{row.before} -> {row.after}"
 
 
+def _row_lines(b: Block) -> List[str]:
+    """A block's tensors, each before and after (an op's numbered by its
+    position in the call)."""
+    width = max(len(r.buffer) for r in b.rows)
+    return [f"    {i:>2} {row.op_input:<30} {row.buffer:<{width}} {_values(row)}" if row.op_input
+            else f"    {row.buffer:<{width}} {_values(row)}" for i, row in enumerate(b.rows)]
+
+
 def render(rep: Reproduction) -> List[str]:
     lines = [f"reproduce: the {rep.form} form, role {rep.role}, k {rep.k}: one request, "
              "FastDeploy's runner's op calls on it",
@@ -815,12 +822,7 @@ def render(rep: Reproduction) -> List[str]:
              f"{list(MASK_OFFSETS)}), {rep.story}"]
     for number, b in enumerate(rep.blocks, 1):
         lines.append(f"[{number}] {b.title}")
-        width = max(len(r.buffer) for r in b.rows)
-        for i, row in enumerate(b.rows):
-            if row.op_input:
-                lines.append(f"    {i:>2} {row.op_input:<30} {row.buffer:<{width}} {_values(row)}")
-            else:
-                lines.append(f"    {row.buffer:<{width}} {_values(row)}")
+        lines += _row_lines(b)
         if b.returned is not None:
             lines.append(f"    returned attn_mask_offsets {b.returned}")
         lines += [f"    {note}" for note in b.notes]
