@@ -47,7 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "recompute_token_num: FastDeploy commit 0956b09a's rules), pr5245 (20: "
                         "FastDeploy ba915e03e, no mask_rollback), pr5738 (22: PR #5738 as "
                         "merged, 9018ccf74), pr6403 (pr5738 with 2178f2829's decode_states "
-                        "rule) or shadow (17, develop's: the draft's state derived from the "
+                        "rule), xpu (22: FastDeploy's XPU op at c29e86fc9, pr5245's rules) "
+                        "or shadow (17, develop's: the draft's state derived from the "
                         "target model's every step). A form other "
                         "than rollback is driven by FastDeploy's runner of that version: "
                         "needs --runner fastdeploy")
