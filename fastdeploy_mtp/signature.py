@@ -382,6 +382,43 @@ DRAFT_MODEL_PREPROCESS_SHADOW = OpSignature(
         "is skipped.",
 )
 
+# The corrected forms: FastDeploy's registrations (20 and 22 tensors) with
+# rules that keep the draft right in every FastDeploy runner. A running decode
+# takes seq_lens_decoder and step_idx from the base model less accept_num every
+# step (the shadow form's rule, and the rollback form's re-sync), whatever the
+# draft's own state says: FastDeploy's inserts and stops differ by version, the
+# base model's lengths do not. The change of seq_lens_decoder is added to
+# mask_rollback where the form has it, and a prefill starts a new mask
+# history. recompute_token_num and base_model_seq_lens_this_time are passed
+# and never read or written.
+DRAFT_MODEL_PREPROCESS_CORRECTED_PR5245 = replace(
+    DRAFT_MODEL_PREPROCESS,
+    inputs=tuple(t for t in DRAFT_MODEL_PREPROCESS.inputs if t.name != "mask_rollback"),
+    undeclared=("is_block_step", "base_model_draft_tokens"),
+    doc="Prepare the draft model's state at the start of an engine step, in place, with "
+        "FastDeploy's 20-tensor registration (ba915e03e) and the corrected rules: a running "
+        "decode takes seq_lens_decoder and step_idx from the base model less accept_num and "
+        "re-feeds the accepted tokens; a prefill places its first token; a block step parks "
+        "or drops the draft.",
+)
+
+DRAFT_MODEL_PREPROCESS_CORRECTED_PR5738 = replace(
+    DRAFT_MODEL_PREPROCESS_RECOMPUTE,
+    inputs=tuple(
+        replace(t, access=U, view=View(), doc="[N] passed, never read or written")
+        if t.name == "recompute_token_num" else
+        replace(t, access=U, view=View(), doc="[N] base model (not read)")
+        if t.name == "base_model_seq_lens_this_time" else t
+        for t in DRAFT_MODEL_PREPROCESS_RECOMPUTE.inputs),
+    undeclared=("is_block_step", "mask_rollback", "base_model_draft_tokens"),
+    doc="Prepare the draft model's state at the start of an engine step, in place, with "
+        "FastDeploy's 22-tensor registration (9018ccf74) and the corrected rules: a running "
+        "decode takes seq_lens_decoder and step_idx from the base model less accept_num, "
+        "re-feeds the accepted tokens and adds the change of seq_lens_decoder to mask_rollback; "
+        "a prefill places its first token and sets mask_rollback to 0; recompute_token_num is "
+        "never read or written.",
+)
+
 UPDATE_ATTN_MASK_OFFSETS = OpSignature(
     name="update_attn_mask_offsets",
     inputs=(
@@ -446,6 +483,31 @@ UPDATE_ATTN_MASK_OFFSETS_PR6403 = replace(
         "not hold 1, -1 elsewhere), as FastDeploy's PR #6403 (2178f2829) does"),
 )
 
+# The corrected forms' ten-tensor op: a decode token's mask end is numbered
+# from its KV position, seq_lens_decoder + 1 + j, as the shadow form's is, so it
+# holds whatever the runner did to the cursor; the cursor is then written as
+# seq_lens_decoder + n and mask_rollback as 0, which keeps them true for
+# whoever reads them. decode_states by FastDeploy 9018ccf74's rule, or, in the
+# corrected_pr6403 form, by 2178f2829's.
+UPDATE_ATTN_MASK_OFFSETS_CORRECTED = replace(
+    UPDATE_ATTN_MASK_OFFSETS,
+    doc="Write the attention-mask offsets of this substep's tokens and return them, int32 "
+        "[2 * T], with FastDeploy's ten-tensor registration and the corrected rule: the odd "
+        "entry of each token of a prompt request is attn_mask_offsets_full[i, j] + 1 "
+        "(seq_lens_decoder + n in vision generation); a decode token's is seq_lens_decoder + 1 "
+        "+ j, and the decode leaves attn_mask_offsets_decoder = seq_lens_decoder + n and "
+        "mask_rollback = 0; a decode of more than one token rewrites its row of decode_states "
+        "(0 for each of its tokens' columns, -1 after them); all other entries are 0.",
+)
+UPDATE_ATTN_MASK_OFFSETS_CORRECTED_PR6403 = replace(
+    UPDATE_ATTN_MASK_OFFSETS_CORRECTED,
+    doc=UPDATE_ATTN_MASK_OFFSETS_CORRECTED.doc.replace(
+        "a decode of more than one token rewrites its row of decode_states (0 for each of its "
+        "tokens' columns, -1 after them)",
+        "every decode rewrites its row of decode_states (0 for its tokens' columns that do "
+        "not hold 1, -1 elsewhere), as FastDeploy's PR #6403 (2178f2829) does"),
+)
+
 # Not a FastDeploy op: the explicit check for errors that asynchronous GPU
 # calls left on the device (any tensor on that device names it; unchanged).
 RAISE_PENDING_ERRORS = OpSignature(
@@ -470,7 +532,13 @@ FORMS: Dict[str, Dict[str, OpSignature]] = {
         ("pr5738", DRAFT_MODEL_PREPROCESS_PR5738, UPDATE_ATTN_MASK_OFFSETS),
         ("pr6403", DRAFT_MODEL_PREPROCESS_PR5738, UPDATE_ATTN_MASK_OFFSETS_PR6403),
         ("xpu", DRAFT_MODEL_PREPROCESS_XPU, UPDATE_ATTN_MASK_OFFSETS),
-        ("shadow", DRAFT_MODEL_PREPROCESS_SHADOW, UPDATE_ATTN_MASK_OFFSETS_SHADOW))
+        ("shadow", DRAFT_MODEL_PREPROCESS_SHADOW, UPDATE_ATTN_MASK_OFFSETS_SHADOW),
+        ("corrected_pr5245", DRAFT_MODEL_PREPROCESS_CORRECTED_PR5245,
+         UPDATE_ATTN_MASK_OFFSETS_CORRECTED),
+        ("corrected_pr5738", DRAFT_MODEL_PREPROCESS_CORRECTED_PR5738,
+         UPDATE_ATTN_MASK_OFFSETS_CORRECTED),
+        ("corrected_pr6403", DRAFT_MODEL_PREPROCESS_CORRECTED_PR5738,
+         UPDATE_ATTN_MASK_OFFSETS_CORRECTED_PR6403))
 }
 
 # Whose rules each form's ops run, where they are another form's: a FastDeploy
@@ -478,8 +546,10 @@ FORMS: Dict[str, Dict[str, OpSignature]] = {
 # before it (its kernel is instantiated once, under that form). A form not
 # named runs its own rules (for a mask op: the rules of the first form with
 # its registration, table_owner).
-PREPROCESS_RULES_OF = {"pr6403": "pr5738", "xpu": "pr5245"}
-MASK_RULES_OF = {"pr6403": "pr6403"}
+PREPROCESS_RULES_OF = {"pr6403": "pr5738", "xpu": "pr5245",
+                       "corrected_pr6403": "corrected_pr5738"}
+MASK_RULES_OF = {"pr6403": "pr6403", "corrected_pr5245": "corrected_pr5738",
+                 "corrected_pr5738": "corrected_pr5738", "corrected_pr6403": "corrected_pr6403"}
 
 # The default form's ops.
 OPS: Dict[str, OpSignature] = FORMS[DEFAULT_FORM]

@@ -96,7 +96,8 @@ def drive(entry_point, commit, env=None, **spec):
     key = json.dumps([commit, env, spec], sort_keys=True)
     if key in _REPORTS:
         return _REPORTS[key]
-    full = {k: v for k, v in os.environ.items() if k not in ("FD_PLUGINS", plugin.FORM_VARIABLE)}
+    full = {k: v for k, v in os.environ.items()
+            if k not in ("FD_PLUGINS", plugin.FORM_VARIABLE, plugin.MODE_VARIABLE)}
     full.update(env or {})
     full["PYTHONPATH"] = os.pathsep.join([str(entry_point), str(STANDIN), str(ROOT)])
     full["STANDIN_FASTDEPLOY_COMMIT"] = commit
@@ -109,7 +110,7 @@ def drive(entry_point, commit, env=None, **spec):
     return _REPORTS[key]
 
 
-ENABLED = {"FD_PLUGINS": "fastdeploy_mtp"}
+ENABLED = {"FD_PLUGINS": "fastdeploy_mtp", "FASTDEPLOY_MTP_MODE": "exact"}
 
 
 def op_parameters(form):
@@ -134,18 +135,27 @@ def lines_of(got, level):
 
 # --- Each FastDeploy version gets its form -----------------------------------
 
+def patch_lines(got):
+    return [line for _, line in got["log"] if "patch " in line]
+
+
+@pytest.mark.parametrize("mode", ["exact", "corrected"])
 @pytest.mark.parametrize("form", ["pr5245", "pr5738", "pr6403", "shadow"])
-def test_fd_plugins_puts_the_form_of_each_fastdeploy_version_in_place(entry_point, form):
+def test_fd_plugins_puts_the_form_of_each_fastdeploy_version_in_place(entry_point, form, mode):
     """The proposer, imported before the plugins ran, calls our ops of the
-    form FastDeploy's are, which leave what the models of that form's ops
-    leave (the mask op's decode_states rule included); no module holds
-    FastDeploy's op objects any more; the static-graph names hold our
-    registered ops. A 22-tensor op is told pr5738 or pr6403 by one probe of
-    FastDeploy's own mask op, whose one INFO line names the form."""
-    got, _ = drive(entry_point, COMMIT_OF[form], ENABLED, proposer_first=True, run=form)
+    form FastDeploy's are (exact mode) or of the form that corrects it (the
+    corrected mode, the default: FASTDEPLOY_MTP_MODE unset), which leave what
+    the models of that form's ops leave (the mask op's decode_states rule
+    included); no module holds FastDeploy's op objects any more; the
+    static-graph names hold our registered ops. A 22-tensor op is told pr5738
+    or pr6403 by one probe of FastDeploy's own mask op, whose one INFO line
+    names the form."""
+    env = ENABLED if mode == "exact" else {"FD_PLUGINS": "fastdeploy_mtp"}
+    use = form if mode == "exact" else plugin.CORRECTED_OF[form]
+    got, _ = drive(entry_point, COMMIT_OF[form], env, proposer_first=True, run=use)
     assert got["mismatch"] is None, got["mismatch"]
     assert got["calls"] == [], f"the proposer's calls reached FastDeploy's ops: {got['calls']}"
-    assert got["held"] == ours(form), got["held"]
+    assert got["held"] == ours(use), got["held"]
     assert got["fastdeploy_left"] == [], got["fastdeploy_left"]
     assert got["signature"] == op_parameters(form)
     assert got["proposer_uses_ops_module"]
@@ -153,15 +163,22 @@ def test_fd_plugins_puts_the_form_of_each_fastdeploy_version_in_place(entry_poin
         assert got["mask_rule"] == [RULE_OF[form]], got["mask_rule"]
     probed = form in ("pr5738", "pr6403")
     assert got["probe_calls"] == ([MASK_CALL] if probed else []), got["probe_calls"]
-    assert [lvl for lvl, _ in got["log"]] == ["INFO"] * (2 if probed else 1), got["log"]
+    log = [entry for entry in got["log"] if "patch " not in entry[1]]
+    assert [lvl for lvl, _ in log] == ["INFO"] * (2 if probed else 1), got["log"]
+    # The stand-in's proposer is not FastDeploy's code: no patch fits it.
+    assert all("not applied" in line or "waits" in line for line in patch_lines(got)), got["log"]
+    assert bool(patch_lines(got)) == (mode == "corrected"), got["log"]
     line = got["log_at_register"][0][1]
-    assert "registered inputs" in line and "our library loads at their first call" in line, line
+    assert line.startswith(f"fastdeploy_mtp: {mode} mode, FastDeploy "), line
+    assert len(line) < 200, line
     if probed:
-        assert "the pr5738 or pr6403 form's update_attn_mask_offsets" in line, line
-        assert got["log"][1][1].endswith(f"as our {form} form's does: using our {form} form's "
-                                         "update_attn_mask_offsets"), got["log"][1][1]
+        assert (f"our {plugin.CORRECTED_OF['pr5738'] if mode == 'corrected' else 'pr5738'} or "
+                f"{plugin.CORRECTED_OF['pr6403'] if mode == 'corrected' else 'pr6403'} ops") \
+            in line, line
+        assert log[1][1].endswith(f"as our {form} form's does: using our {use} form's "
+                                  "update_attn_mask_offsets"), log[1][1]
     else:
-        assert line.startswith(f"using our {form} form of"), line
+        assert f": our {use} ops in place of its " in line, line
 
 
 @pytest.mark.parametrize("form", ["pr5245", "pr5738", "pr6403", "shadow"])
@@ -206,7 +223,7 @@ def test_fastdeploy_mtp_form_chooses_among_the_forms_of_fastdeploy_s_signature(e
     assert got["calls"] == [] and got["probe_calls"] == [], (got["calls"], got["probe_calls"])
     assert len(got["log"]) == 1, got["log"]
     level, line = got["log"][0]
-    assert level == "INFO" and f"our {form} form" in line
+    assert level == "INFO" and f"our {form} ops" in line
     assert f"{plugin.FORM_VARIABLE}={form}" in line, line
 
 
@@ -284,14 +301,13 @@ def test_a_library_that_fails_to_load_leaves_fastdeploy_s_ops(entry_point):
 
 
 @pytest.mark.parametrize("commit,upset,said", [
-    ("9018ccf74", "raise", "could not run (RuntimeError: the probe's tensors are refused)"),
     ("2178f2829", "nothing", "left decode_states [1, 7], attn_mask_offsets [0, 0], "
                              "attn_mask_offsets_decoder [3], mask_rollback [0], as none of our "
                              "forms pr5738, pr6403 does"),
 ])
 def test_a_probe_that_cannot_tell_leaves_fastdeploy_s_mask_op(entry_point, commit, upset, said):
-    """A probe of FastDeploy's mask op that raises, or leaves what neither
-    form's op leaves: one WARNING line, FastDeploy's mask op for the process
+    """A probe of FastDeploy's mask op that leaves what neither form's op
+    leaves (an op none of ours is): one WARNING line, FastDeploy's mask op for the process
     (back in every module), our preprocess (one kernel for both forms)."""
     form = {"9018ccf74": "pr5738", "2178f2829": "pr6403"}[commit]
     got, _ = drive(entry_point, commit, ENABLED, proposer_first=True, run=form, mask_upset=upset)
@@ -305,6 +321,47 @@ def test_a_probe_that_cannot_tell_leaves_fastdeploy_s_mask_op(entry_point, commi
     assert [lvl for lvl, _ in got["log"]] == ["INFO", "WARNING"], got["log"]
     line = got["log"][1][1]
     assert said in line and "FastDeploy's update_attn_mask_offsets stays in use" in line, line
+
+
+def test_a_probe_that_cannot_run_is_told_by_fastdeploy_s_code(entry_point):
+    """FastDeploy's mask op raising at the probe (as a CPU-only FastDeploy,
+    with no compiled op, does): FastDeploy's Python package tells the two
+    forms apart instead. The stand-in, like 9018ccf74, has no
+    spec_decode/suffix.py: the pr5738 form, and one INFO line saying why."""
+    got, _ = drive(entry_point, "9018ccf74", ENABLED, proposer_first=True, run="pr5738",
+                   mask_upset="raise")
+    assert got["probe_calls"] == [MASK_CALL] and got["calls"] == [], got
+    assert got["held"] == ours("pr5738"), got["held"]
+    assert got["mismatch"] is None and got["mask_rule"] == ["pr5738"], got
+    assert [lvl for lvl, _ in got["log"]] == ["INFO", "INFO"], got["log"]
+    line = got["log"][1][1]
+    assert "could not run (RuntimeError: the probe's tensors are refused)" in line, line
+    assert "lacks suffix.py" in line and line.endswith("using our pr5738 form's "
+                                                       "update_attn_mask_offsets"), line
+
+
+@pytest.mark.parametrize("files,form", [((), "pr5738"), (("suffix.py",), "pr6403"),
+                                        (("suffix.pyc",), "pr5738")])
+def test_the_code_marker_reads_fastdeploy_s_package(tmp_path, monkeypatch, files, form):
+    """2178f2829, which changed the mask op's decode_states rule, added
+    fastdeploy/spec_decode/suffix.py; 9018ccf74 lacks it."""
+    package = tmp_path / "fastdeploy" / "spec_decode"
+    package.mkdir(parents=True)
+    (tmp_path / "fastdeploy" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    for name in files:
+        (package / name).write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ours = lambda: [m for m in sys.modules if m == "fastdeploy" or m.startswith("fastdeploy.")]
+    for name in ours():
+        monkeypatch.delitem(sys.modules, name)
+    try:
+        got, words = detect.code_marker(("pr5738", "pr6403"))
+    finally:  # the fake package imported here must not outlive the test
+        for name in ours():
+            del sys.modules[name]
+    assert got == form, words
+    assert detect.code_marker(("pr5245",)) == (None, "")
 
 
 def test_a_failure_register_does_not_foresee_is_one_line(entry_point):
@@ -323,7 +380,7 @@ def test_no_fastdeploy_op_is_one_line(entry_point):
 
 
 @pytest.mark.parametrize("env,said", [
-    (ENABLED, "using our pr5738 form's"),  # Paddle, imported, gave the root logger a handler
+    (ENABLED, "our pr5738 or pr6403 ops"),  # Paddle, imported, gave the root logger a handler
     ({**ENABLED, plugin.FORM_VARIABLE: "bogus"}, "'bogus' is none of our forms"),  # nothing did
 ])
 def test_the_line_reaches_stderr_where_the_process_configured_no_logging(entry_point, env, said):
@@ -588,3 +645,34 @@ def test_a_mask_op_of_another_form_makes_the_signature_unknown():
     assert form is None and "update_attn_mask_offsets takes 8 parameters" in what, what
     ops.__dict__[MASK] = ExtensionFunction(MASK, FORMS["pr6403"][MASK].input_names)
     assert detect.forms_of(ops, preprocess)[0] == ("pr5738", "pr6403")
+
+
+@pytest.mark.parametrize("form", ["pr5245", "corrected_pr5245", "corrected_pr5738"])
+@pytest.mark.parametrize("static_name", [False, True])
+def test_an_int_flag_is_taken_where_fastdeploy_passes_one(form, static_name):
+    """FastDeploy 88d44a2c9 to ba915e03e passes envs.ENABLE_V1_KVCACHE_SCHEDULER,
+    an int (fastdeploy/envs.py line 84 at ba915e03e), as the bool attribute
+    kvcache_scheduler_v1 (mtp.py lines 684 and 709 there); its C++ op takes
+    it. Our registered op refuses an int, so the plugin's stand-ins give it
+    the bool: the same result as with True, in both its names."""
+    from fastdeploy_mtp import forms
+    from fastdeploy_mtp.harness import states as st_
+    from helpers import to_numpy, to_tensors
+
+    sig = FORMS[form][PRE]
+    rng = np.random.default_rng(11)
+    s = st_.recompute_state(rng, 12, num_model_step=3)
+    s = {n: s[n] for n in sig.input_names}
+    raw = forms.load(form).library.draft_model_preprocess
+    with pytest.raises(TypeError):  # what FastDeploy's int meets without the stand-in
+        t = to_tensors(s)
+        raw(*[t[n] for n in sig.input_names], 3, True, False, 1)
+    ours = (replace.as_static(raw, form, PRE) if static_name
+            else replace.as_fastdeploy_returns(raw, form, keep_first=False))
+    got, want = to_tensors(s), to_tensors(s)
+    ours(*[got[n] for n in sig.input_names], 3, True, False, 1)
+    raw(*[want[n] for n in sig.input_names], 3, True, False, True)
+    for name in sig.input_names:
+        np.testing.assert_array_equal(to_numpy(got)[name], to_numpy(want)[name], err_msg=name)
+    assert not np.array_equal(to_numpy(got)["seq_lens_this_time"], s["seq_lens_this_time"]) or \
+        not np.array_equal(to_numpy(got)["stop_flags"], s["stop_flags"])

@@ -34,6 +34,7 @@ from ..buffers import make_base_buffers, read as _read, write as _write
 from ..captured import CapturedDraft
 from .draft_check import DraftRunner, ModelTally, true_ends
 from . import sim_fastdeploy
+from ..plugin import CORRECTED_OF
 from ..proposer import MTPProposer, ProposerConfig, Request
 from ..signature import DRAFT_MODEL_PREPROCESS, FORMS
 from .sim_models import VOCAB, ScriptedBase, SlotLife, draft_substep_update
@@ -171,9 +172,12 @@ class FastDeployDraft(EagerDraft):
     (``--runner fastdeploy``)."""
 
     def __init__(self, proposer: MTPProposer, outside: sim_fastdeploy.OutsideWrites,
-                 form: str = "rollback", max_dec_len: int = 0):
+                 form: str = "rollback", max_dec_len: int = 0, patched: bool = False):
         super().__init__(proposer)
         self.outside, self.step, self.form = outside, 0, form
+        # The plugin's patches of FastDeploy's proposer (--plugin): the chunks'
+        # next tokens its insert notes for the next preprocess.
+        self.pending = {} if patched else None
         # The 22-tensor forms' recompute_token_num and the shadow form's
         # max_dec_len, FastDeploy's runner's own.
         inputs = FORMS[form][DRAFT_MODEL_PREPROCESS.name].input_names
@@ -186,7 +190,7 @@ class FastDeployDraft(EagerDraft):
         where = f"step {self.step} {self.proposer.config.role}"
         self.step += 1
         return sim_fastdeploy.prepare_inputs(self.proposer, self.outside, where, self.recompute,
-                                             self.max_dec_len, self.form)
+                                             self.max_dec_len, self.form, self.pending)
 
     def mask_offsets(self, ids: np.ndarray, cu: np.ndarray) -> np.ndarray:
         import paddle
@@ -238,8 +242,10 @@ def make_node(name, role, k, args, rng, legacy, outside=None) -> Node:
         runner = DraftRunner(args.batch, cfg.max_model_len, VOCAB, seed=0)
     # A substep feeds a request at most its prompt or k + 1 tokens.
     if outside is not None:
-        draft = FastDeployDraft(proposer, outside, getattr(args, "form", "rollback"),
-                                args.max_dec_len)
+        form = getattr(args, "form", "rollback")
+        plugin = getattr(args, "plugin", False)
+        draft = FastDeployDraft(proposer, outside, CORRECTED_OF[form] if plugin else form,
+                                args.max_dec_len, patched=plugin)
     elif args.graphs:
         draft = CapturedDraft(proposer, args.batch * (args.max_prompt + k + 1))
     else:
@@ -336,7 +342,8 @@ def admit_new(node: Node, rng, args, handovers=None) -> List[int]:
     spans = staged_prefill(node, reqs, rng, args) if handovers is None else None
     if node.fastdeploy:
         sim_fastdeploy.insert(node.proposer, reqs, node.draft.recompute, node.draft.form,
-                              None if spans is None else {i: ss[0] for i, ss in spans.items()})
+                              None if spans is None else {i: ss[0] for i, ss in spans.items()},
+                              node.draft.pending)
     else:
         node.proposer.insert(reqs)
     for k, r in enumerate(reqs):
@@ -394,7 +401,8 @@ def insert_next_chunks(node: Node) -> List[int]:
         else:
             del node.chunks[slot]
             done.append(slot)
-    sim_fastdeploy.insert(node.proposer, reqs, node.draft.recompute, node.draft.form, spans)
+    sim_fastdeploy.insert(node.proposer, reqs, node.draft.recompute, node.draft.form, spans,
+                          node.draft.pending)
     return done
 
 

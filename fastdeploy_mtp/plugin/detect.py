@@ -74,8 +74,11 @@ there, or on a device a worker does not own, would cost memory on it.
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
+import os
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -170,6 +173,38 @@ _MASK_PROBE = Probe(
             "pr6403": ((-1, -1), (0, 4), (4,), (0,))},
     fields=("decode_states", "attn_mask_offsets", "attn_mask_offsets_decoder", "mask_rollback"),
 )
+
+# Where FastDeploy's mask op cannot be run (a CPU-only FastDeploy has no
+# compiled op), its Python code tells the forms apart: PR #6403 (2178f2829),
+# the commit that changed the mask op's decode_states rule, added
+# fastdeploy/spec_decode/suffix.py (its suffix decoding), which 9018ccf74 and
+# dcb0ccede lack. The forms that share a key of SIGNATURES -> (package, file,
+# the form where the package has the file, the form where it lacks it).
+CODE_MARKERS: Dict[Tuple[str, ...], Tuple[str, str, str, str]] = {
+    ("pr5738", "pr6403"): ("fastdeploy.spec_decode", "suffix.py", "pr6403", "pr5738")}
+
+
+def code_marker(candidates: Tuple[str, ...]) -> Tuple[Optional[str], str]:
+    """(The form among `candidates` FastDeploy's code says, or None; in
+    words.) Reads where FastDeploy's package lies, imports nothing of it
+    (``importlib.util.find_spec`` of the package, which FastDeploy's process
+    has already imported)."""
+    entry = CODE_MARKERS.get(tuple(candidates))
+    if entry is None:
+        return None, ""
+    package, filename, present, absent = entry
+    try:
+        spec = importlib.util.find_spec(package)
+    except Exception:  # a package that cannot be found tells nothing
+        return None, ""
+    if spec is None or not spec.submodule_search_locations:
+        return None, ""
+    found = any(os.path.exists(os.path.join(folder, filename))
+                for folder in spec.submodule_search_locations)
+    form = present if found else absent
+    return form, f"FastDeploy's {package} {'has' if found else 'lacks'} {filename}, as at " \
+                 f"the {form} form's commit"
+
 
 # The forms that share a key of SIGNATURES -> the probe that tells them apart.
 PROBES: Dict[Tuple[str, ...], Probe] = {("pr5738", "pr6403"): _MASK_PROBE}
@@ -318,3 +353,27 @@ def forms_of(fd_ops, theirs) -> Tuple[Optional[Tuple[str, ...]], str]:
     return candidates, (f"has {forms_words} {how}: {len(sig.inputs)} tensors, "
                         f"{len(sig.attrs)} attributes")
 
+
+
+def fastdeploy_version() -> str:
+    """FastDeploy's version as its package states it (``fastdeploy.__version__``,
+    from the ``version.txt`` its build writes), with the commit where that
+    file names one; "of unknown version" where neither is there (a source
+    tree). Imports nothing: FastDeploy's process has imported ``fastdeploy``."""
+    module = sys.modules.get("fastdeploy")
+    version = getattr(module, "__version__", None)
+    commit = None
+    folder = os.path.dirname(getattr(module, "__file__", None) or "")
+    try:
+        with open(os.path.join(folder, "version.txt"), encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if "commit" in key.lower() and value.strip():
+                    commit = value.strip()[:9]
+    except OSError:
+        pass
+    if not version or version == "Unknown":
+        version = None
+    if version and commit:
+        return f"{version} ({commit})"
+    return version or (commit and f"at {commit}") or "unknown version"

@@ -44,8 +44,54 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..signature import FORMS, preprocess_form
-from .detect import MASK, PREPROCESS, PROBES, STATIC_PREFIX, choose
+from .detect import MASK, PREPROCESS, STATIC_PREFIX, choose, code_marker
 from .log import first_line as _first_line, say as _say
+
+def as_fastdeploy_attributes(form: str, name: str):
+    """A function (args, kwargs) -> (args, kwargs) that gives `form`'s op
+    `name` its bool attributes as bools where FastDeploy's proposer passes an
+    integer: FastDeploy's C++ function converts one (pybind11), Paddle's
+    generated function refuses it. FastDeploy 88d44a2c9 to ba915e03e passes
+    ``envs.ENABLE_V1_KVCACHE_SCHEDULER``, an int (``fastdeploy/envs.py`` line 84
+    at ba915e03e), as ``kvcache_scheduler_v1`` (``mtp.py`` lines 684 and 709
+    there). Anything else is passed on as it is, for the op to judge."""
+    import numbers
+
+    sig = FORMS[form][name]
+    first = len(sig.inputs)
+    flags = {first + j: a.name for j, a in enumerate(sig.attrs) if a.type is bool}
+
+    def as_bool(value):
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            return bool(value)
+        return value
+
+    def coerce(args, kwargs):
+        if not flags:
+            return args, kwargs
+        args = tuple(as_bool(v) if k in flags else v for k, v in enumerate(args))
+        names = set(flags.values())
+        kwargs = {k: as_bool(v) if k in names else v for k, v in kwargs.items()}
+        return args, kwargs
+
+    return coerce
+
+
+def as_static(raw: Callable[..., Any], form: str, name: str):
+    """`raw` for FastDeploy's ``static_op_<name>``: its attributes as
+    as_fastdeploy_attributes gives them, its outputs as they are."""
+    import functools
+
+    coerce = as_fastdeploy_attributes(form, name)
+
+    @functools.wraps(raw)
+    def op(*args, **kwargs):
+        args, kwargs = coerce(args, kwargs)
+        return raw(*args, **kwargs)
+
+    op.fastdeploy_mtp_form = form
+    return op
+
 
 def as_fastdeploy_returns(raw: Callable[..., Any], form: str, keep_first: bool):
     """`raw` (our registered op, Paddle's generated function) returning what
@@ -59,9 +105,11 @@ def as_fastdeploy_returns(raw: Callable[..., Any], form: str, keep_first: bool):
     import paddle
 
     in_dynamic_mode = paddle.in_dynamic_mode
+    coerce = as_fastdeploy_attributes(form, MASK if keep_first else PREPROCESS)
 
     @functools.wraps(raw)
     def op(*args, **kwargs):
+        args, kwargs = coerce(args, kwargs)
         outs = raw(*args, **kwargs)
         if not in_dynamic_mode():
             return outs
@@ -101,9 +149,13 @@ class Deferred:
     forms FastDeploy's ops may be; several are told apart by their probe of
     FastDeploy's mask op."""
 
-    def __init__(self, fd_ops, candidates: Tuple[str, ...]):
+    def __init__(self, fd_ops, candidates: Tuple[str, ...],
+                 use: Callable[[str], str] = lambda form: form):
         self.candidates = candidates
-        self.preprocess = preprocess_form(candidates[0])  # the one kernel of the candidates
+        # The form whose ops run for each candidate FastDeploy's ops turn out
+        # to be: itself (exact mode), or the form that corrects it.
+        self.use = use
+        self.preprocess = preprocess_form(use(candidates[0]))  # one kernel for all candidates
         # FastDeploy's op objects by their key in its ops module (<name>, static_op_<name>).
         self.fastdeploy = {key: fd_ops.__dict__[key] for name in (PREPROCESS, MASK)
                            for key in (name, STATIC_PREFIX + name)
@@ -159,7 +211,7 @@ class Deferred:
                     elif key == name:
                         ops[key] = as_fastdeploy_returns(raw, form, keep_first=name == MASK)
                     else:
-                        ops[key] = raw
+                        ops[key] = as_static(raw, form, name)
                 self.chosen.update(ops)
                 replace_everywhere({id(self.stand_ins[key]): (self.stand_ins[key], op)
                           for key, op in ops.items()})
@@ -188,27 +240,28 @@ class Deferred:
         if name == PREPROCESS:
             return self.preprocess
         if len(self.candidates) == 1:
-            return self.candidates[0]
+            return self.use(self.candidates[0])
         # The probe matters only where ours can run: load first.
-        if self._library(self.candidates[0], name) is None:
+        if self._library(self.use(self.candidates[0]), name) is None:
             return None
         try:
             place = call_place(args, kwargs)
             form, what = choose(self.candidates, self.fastdeploy.get(MASK)
                                 or self.fastdeploy[STATIC_PREFIX + MASK], place)
         except Exception as e:
-            _say(logging.WARNING, (
-                f"a probe of FastDeploy's {MASK} ({PROBES[self.candidates].state}) could not "
-                f"run ({type(e).__name__}: {_first_line(str(e))}); FastDeploy's {MASK} stays in "
-                f"use in this process, beside our {self.preprocess} form's {PREPROCESS}"))
-            return None
+            # FastDeploy's mask op cannot run (a CPU-only FastDeploy has no
+            # compiled op): its Python code tells. (A probe that ran and
+            # found neither form is an op none of ours is: it stays.)
+            form, what = code_marker(self.candidates)
+            what = (f"a probe of FastDeploy's {MASK} could not run ({type(e).__name__}: "
+                    f"{_first_line(str(e), 80)})" + (f"; {what}" if form else ""))
         if form is None:
             _say(logging.WARNING, (
                 f"{what}; FastDeploy's {MASK} stays in use in this process, beside our "
                 f"{self.preprocess} form's {PREPROCESS}"))
             return None
-        _say(logging.INFO, f"{what}: using our {form} form's {MASK}")
-        return form
+        _say(logging.INFO, f"{what}: using our {self.use(form)} form's {MASK}")
+        return self.use(form)
 
 
 def call_place(args, kwargs):
