@@ -56,6 +56,12 @@ def row(form: str, role: str, k: int, chunk: int = 0) -> str:
 
 
 def main(args) -> int:
+    if getattr(args, "plugin", False):
+        from . import plugin_verdict
+
+        if args.form == list(FORMS):  # the default: every version the plugin stands behind
+            args.form = list(plugin_verdict.VERSIONS)
+        return plugin_verdict.main(args)
     print(CHUNKED_HEADER if args.chunk else HEADER, flush=True)
     for form in args.form:
         for role in args.role:
@@ -72,6 +78,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="roles to run (default: both)")
     p.add_argument("-k", nargs="+", type=int, choices=KS, default=list(KS), metavar="K",
                    help="num_model_steps values to run (default: 1 2 3 4)")
+    p.add_argument("--plugin", action="store_true",
+                   help="the table with the plugin: each FastDeploy version (--form pr5245, "
+                        "pr5738, pr6403, shadow) as shipped and with FD_PLUGINS=fastdeploy_mtp, "
+                        "per role, k and prefill workload (--prefill)")
+    from .plugin_verdict import add_arguments as plugin_arguments
+
+    plugin_arguments(p)
     p.add_argument("--chunk", type=int, default=0, metavar="N",
                    help="FastDeploy's chunked prefill, chunks of N prompt tokens (simulate's "
                         "--chunk; default 0: each prompt prefilled whole)")

@@ -158,20 +158,21 @@ class _PatchingLoader(importlib.abc.Loader):
                 self.report(level, line)
 
 
-def install(forms: Tuple[str, ...], report: Optional[Callable[[int, str], None]] = None
-            ) -> List[Tuple[int, str]]:
+def install(forms: Tuple[str, ...], report: Optional[Callable[[int, str], None]] = None,
+            patches: Optional[List[Patch]] = None) -> List[Tuple[int, str]]:
     """Applies every patch of the runners of `forms` (FastDeploy's ops' forms)
     to its module if imported, else as soon as it is; returns the lines to
     log now: one a patch (the targets of one name are alternatives, for
     FastDeploy's versions that moved the method: one that applies is
-    enough). Lines of patches applied later go to `report`."""
+    enough). Lines of patches applied later go to `report`. `patches`: these
+    instead of every module's."""
     from ..log import say
 
     report = report or say
     lines: List[Tuple[int, str]] = []
     waiting: Dict[str, List[Patch]] = {}
     by_name: Dict[str, List[Patch]] = {}
-    for patch in _all():
+    for patch in _all() if patches is None else patches:
         if set(forms) & set(patch.forms):
             by_name.setdefault(patch.name, []).append(patch)
     for name, targets in by_name.items():
