@@ -49,7 +49,7 @@ def _signature(args) -> int:
     from pathlib import Path
 
     from ._build import SOURCE_DIR
-    from .signature import GENERATED_HEADERS
+    from .signature_cpp import GENERATED_HEADERS
 
     differ = 0
     for name, render in GENERATED_HEADERS.items():
