@@ -267,25 +267,27 @@ def test_chunks_make_the_draft_disagree_exactly_where_the_rules_say(monkeypatch)
     runners = {}
     insert = sim_fastdeploy.insert
 
-    def recording_insert(p, reqs, recompute=None, form="rollback", spans=None):
+    def recording_insert(p, reqs, recompute=None, form="rollback", spans=None, pending=None):
         for r in reqs:
             s, e = (spans or {})[r.slot]
             if s == 0:  # a new request
                 first_end.pop((id(p), r.slot), None)
                 if e < len(r.prompt):
                     first_end[(id(p), r.slot)] = e
-        insert(p, reqs, recompute, form, spans)
+        insert(p, reqs, recompute, form, spans, pending)
 
     substep = draft_check.DraftRunner.substep
 
-    def counting_substep(self, ids, fed, offsets, tally, where):
+    def counting_substep(self, ids, fed, offsets, tally, where, unchecked=frozenset()):
         p = runners[id(self)]
         for slot, q, n, start in fed:
             e = first_end.get((p, slot))
+            if slot in unchecked:  # run ahead of a chunk: not checked
+                continue
             if e is not None:
                 ends = draft_check.true_ends(self.prompt_offsets[slot], start + np.arange(n))
                 want[0] += int((ends >= e).sum())
-        return substep(self, ids, fed, offsets, tally, where)
+        return substep(self, ids, fed, offsets, tally, where, unchecked)
 
     make_node = simulate.make_node
 
@@ -332,11 +334,11 @@ def test_a_prefill_node_hands_a_chunked_request_over_after_its_last_chunk(monkey
     last_end, handed = {}, []
     insert = sim_fastdeploy.insert
 
-    def recording_insert(p, reqs, recompute=None, form="rollback", spans=None):
+    def recording_insert(p, reqs, recompute=None, form="rollback", spans=None, pending=None):
         if p.config.role == "prefill":
             for r in reqs:
                 last_end[r.slot] = spans[r.slot][1]
-        insert(p, reqs, recompute, form, spans)
+        insert(p, reqs, recompute, form, spans, pending)
 
     export = draft_check.DraftRunner.export_prompt
 
