@@ -237,18 +237,6 @@ COMMANDS = {"check": _check, "signature": _signature, "bench": _bench, "bench-gp
             "reproduce": _reproduce}
 
 
-def _form_problem():
-    """Why FASTDEPLOY_MTP_FORM names no form (the op loader's own words), or
-    None: asked before a command that loads the ops starts."""
-    from . import ops
-
-    try:
-        ops.process_form()
-    except (ValueError, BuildError) as e:
-        return str(e)
-    return None
-
-
 def _refuse(message: str) -> int:
     print(ERROR + " ".join(message.split()), file=sys.stderr)
     return 2
@@ -263,9 +251,8 @@ def main(argv=None, prog: str = PROG) -> int:
     except SystemExit as stop:  # --help, --version (0) or a mistake (2), already printed
         return stop.code
     try:
-        problem = _form_problem() if args.command != "signature" else None
-        if problem:
-            return _refuse(problem)
+        # FASTDEPLOY_MTP_FORM is not read here: each command's --form (and
+        # the default its --help shows) decides the form it runs.
         return COMMANDS[args.command](args)
     except BuildError as e:
         return _refuse(str(e))
