@@ -17,6 +17,7 @@ import sys
 import textwrap
 
 import pytest
+from helpers import child_env
 
 import fastdeploy_mtp
 from fastdeploy_mtp import __main__ as cli
@@ -121,8 +122,7 @@ def test_bench_takes_its_rounds(capsys):
 def _env(*front):
     """The environment of a child process: this checkout (and `front`, a
     folder with a sitecustomize.py) first on its path."""
-    path = [*front, REPO, os.environ.get("PYTHONPATH", "")]
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in path if p))
+    return child_env(*front)
 
 
 def _program(argv, env=None, prelude=None, timeout=300):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import child_env
 
 from fastdeploy_mtp.harness import simulate_cli
 
@@ -273,11 +274,8 @@ def run_example(code: str, folder: Path) -> str:
     with nothing installed)."""
     script = folder / "step_by_hand.py"
     script.write_text(code)
-    paths = [str(README.parent)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-                                    if p]
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                       cwd=folder, timeout=300,
-                       env=dict(os.environ, PYTHONPATH=os.pathsep.join(paths)))
+                       cwd=folder, timeout=300, env=child_env())
     assert r.returncode == 0, r.stderr[-2000:]
     return r.stdout
 
