@@ -541,3 +541,82 @@ def test_the_install_hints_are_the_readmes():
         assert command and command.group(0) in readme, hint
         assert any(d.split("=")[0].strip() == package for d in extras[command.group(1)]), hint
         assert f"pip install {package}" in hint, hint
+
+
+# ---------------------------------------------------------------------------
+# For tools and CI: --json, the verdict's progress, each default said once
+
+
+@pytest.mark.parametrize("argv", [
+    ["--steps", "3"],
+    ["--steps", "30", "--without-fix", "--draft-model", "tiny"],
+    ["--steps", "3", "--runner", "fastdeploy", "--form", "pr5738", "--mode", "pd"],
+])
+def test_simulate_json_is_one_document_with_the_text_s_result(argv, capsys):
+    import json
+
+    code = cli.main(["simulate", "--quiet", *argv])
+    text = capsys.readouterr().out
+    assert cli.main(["simulate", "--json", *argv]) == code
+    out = capsys.readouterr().out
+    doc = json.loads(out)  # the whole of stdout: nothing else is mixed in
+    assert doc["command"] == "simulate" and doc["ok"] == (code == 0)
+    assert doc["options"]["steps"] == int(argv[1])
+    v = doc["violations"]
+    assert (f"{doc['tokens_checked']} tokens checked, {v['total']} violations "
+            f"({v['mask_offsets']} mask offsets, {v['alignment']} alignment)") in text
+    assert doc["failures"] == ([] if code == 0 else
+                               text.splitlines()[-1][len("FAILED: "):].split("; "))
+    if doc["draft_model"] is not None:
+        assert f"{doc['draft_model']['disagreements']} disagreements" in text
+    if "fastdeploy" in argv:
+        assert doc["fastdeploy_writes_outside"]["total"] == 0 and doc["options"]["form"] == "pr5738"
+
+
+def test_verdict_json_and_its_progress_on_stderr(capsys):
+    import json
+
+    from fastdeploy_mtp.harness import verdict
+
+    argv = ["verdict", "--form", "pr5245", "shadow", "--role", "pd", "-k", "2"]
+    assert cli.main(argv) == 0
+    out, err = capsys.readouterr()
+    table = out.splitlines()
+    progress = [ln for ln in err.splitlines() if ln.startswith("verdict: ")]
+    assert [re.sub(r"took \d+\.\d s", "took T", ln) for ln in progress[:2]] == [
+        "verdict: row 1/2 (pr5245, pd, k 2) took T", "verdict: row 2/2 (shadow, pd, k 2) took T"]
+    assert re.fullmatch(r"verdict: 2 rows in \d+ s", progress[2]), progress
+    assert "\n".join(table[:2]) == verdict.HEADER and len(table) == 4
+    assert cli.main([*argv, "--json"]) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert doc["command"] == "verdict" and doc["workload"]["steps"] == 60
+    assert [verdict.table_row(r) for r in doc["rows"]] == table[2:]
+    assert [(r["form"], r["role"], r["k"]) for r in doc["rows"]] == [("pr5245", "pd", 2),
+                                                                    ("shadow", "pd", 2)]
+    assert doc["rows"][0]["mask_violations"] > 0 and doc["rows"][1]["mask_violations"] == 0
+    assert len([ln for ln in err.splitlines() if ln.startswith("verdict: ")]) == 3
+
+
+@pytest.mark.parametrize("name", sorted(cli.COMMANDS))
+def test_the_help_says_each_default_once(name):
+    """The formatter adds each option's default: no help text says it too."""
+    _, commands = _subcommands()
+    sub = commands[name]
+    shown = " ".join(sub.format_help().split())
+    for action in sub._actions:
+        text = " ".join(sub._get_formatter()._get_help_string(action).split()) \
+            if action.help else ""
+        assert text.lower().count("default") <= 1, (name, action.option_strings, text)
+        if text.endswith(")") and "(default: " in text:
+            assert shown.count(text[text.rindex("(default: "):]) >= 1
+
+
+def test_plot_with_fastdeploy_s_runner_is_refused_before_the_run():
+    """Its run without the fix would be the run with it: FastDeploy's runner
+    inserts and presets by its own rules either way."""
+    code, out, err = _program(["simulate", "--runner", "fastdeploy", "--plot", "x.png"])
+    assert code == 2 and out == "", (code, out, err)
+    _one_line(err, "simulate: --plot draws our runner with and without the fix; FastDeploy's "
+                   "runner has no run without it")
+    assert not os.path.exists(os.path.join(REPO, "x.png"))
