@@ -245,8 +245,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
     vd = command("verdict", "the table of docs/results.md: FastDeploy's runner replayed around "
                             "each form, role and k with the tiny draft model and its oracle",
-                 " (60 steps, batch 8, seed 0, image prob 0.5 each; about 4 s a row on 2 "
-                 "cores).")
+                 " (60 steps, batch 8, seed 0, image prob 0.5 each; the progress, a line "
+                 "a row with its time, on stderr).")
     add_verdict_arguments(vd)
     from .harness.reproduce import add_arguments as add_reproduce_arguments
 
