@@ -134,6 +134,10 @@ def _build_library(args) -> int:
         # process started with the same variable, use this folder.
         os.environ[_build.CACHE_VARIABLE] = str(Path(args.into).expanduser().absolute())
     cuda = _build.with_cuda()
+    if cuda and _build._nvcc() is None:
+        print("build: this Paddle (paddlepaddle-gpu) builds the CUDA kernels with nvcc, which "
+              "is not found: install the CUDA toolkit, or set CUDA_HOME to it", file=sys.stderr)
+        return 2
     if args.arch:
         value = " ".join(args.arch)
         if not cuda:

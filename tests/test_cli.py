@@ -264,9 +264,8 @@ EVERY_COMMAND = {
     "bench-gpu": ["bench-gpu", "--bsz", "1", "--calls", "1", "--rounds", "1", "--graph-only"],
 }
 TIMED = {"bench", "bench-sim", "bench-gpu"}
-# Another form's name, the fixed form's predecessor, a form of 22 tensors, the
-# shadow form, and no form at all.
-FORM_VALUES = ["pr5738", "pr5245", "recompute", "shadow", "xpu", "nope"]
+# A form of 22 tensors, one of 20 (whose mask drifts), and no form at all.
+FORM_VALUES = ["pr5738", "pr5245", "nope"]
 
 
 def _run_in_process(argv, capsys):
@@ -291,7 +290,9 @@ def test_no_command_reads_the_form_variable(name, monkeypatch, capsys):
     asked = []
     real = ops.process_form
     monkeypatch.setattr(ops, "process_form", lambda: asked.append(1) or real())
-    for value in FORM_VALUES:
+    # A timed command's output varies: its exit code, under a bad value, is
+    # what is compared.
+    for value in (["nope"] if name in TIMED else FORM_VALUES):
         monkeypatch.setenv("FASTDEPLOY_MTP_FORM", value)
         got = _run_in_process(argv, capsys)
         if name in TIMED:

@@ -196,3 +196,46 @@ def test_the_python_api_without_paddle_raises_one_line(tmp_path, call):
     assert done.returncode == 1 and err.count("Traceback") == 1, err
     assert "During handling" not in err and "direct cause" not in err, err
     assert err.endswith(f"PaddleMissingError: {_build.PADDLE_MISSING}\n"), err
+
+
+def test_build_with_a_cuda_paddle_and_no_nvcc_is_one_line(monkeypatch, capsys):
+    monkeypatch.setattr(_build, "with_cuda", lambda: True)
+    monkeypatch.setattr(_build, "_nvcc", lambda: None)
+    assert cli.main(["build"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("build: this Paddle (paddlepaddle-gpu) builds the CUDA kernels with nvcc, "
+                   "which is not found: install the CUDA toolkit, or set CUDA_HOME to it\n"), err
+
+
+def test_build_for_archs_records_them_for_the_processes_after_it(monkeypatch, tmp_path, capsys):
+    """With a CUDA Paddle (stood in for): `build --arch 8.0 9.0 --into DIR`
+    compiles for those archs, records them in DIR, and a process started
+    later on a 9.0 machine, without FASTDEPLOY_MTP_CUDA_ARCH, computes the
+    same build's hash, so it loads that build instead of compiling."""
+    from fastdeploy_mtp import ops
+
+    for name in (_build.ARCH_VARIABLE, _build.CACHE_VARIABLE):
+        monkeypatch.setenv(name, "")  # restored after the test: build sets them
+    monkeypatch.setattr(_build, "with_cuda", lambda: True)
+    monkeypatch.setattr(_build, "_nvcc", lambda: "/usr/local/cuda/bin/nvcc")
+    monkeypatch.setattr(_build, "nvcc_archs", lambda: (75, 80, 86, 89, 90, 100))
+    monkeypatch.setattr(_build, "visible_gpu_archs", lambda: (90,))
+    built = []
+    monkeypatch.setattr(ops, "_build_from_source",
+                        lambda: built.append((_build.source_hash(True),
+                                              _build.cuda_arch_flags())))
+    into = tmp_path / "prebuilt"
+    assert cli.main(["build", "--arch", "8.0", "9.0", "--into", str(into)]) == 0
+    out = capsys.readouterr().out
+    ((key, flags),) = built
+    assert flags == ["-gencode", "arch=compute_80,code=sm_80", "-gencode",
+                     "arch=compute_90,code=sm_90", "-gencode", "arch=compute_90,code=compute_90"]
+    assert out.startswith("the CPU and CUDA op library for sm_80, sm_90 (PTX: compute_90): "
+                          f"built in {into / key}\n"), out
+    assert (into / _build.ARCH_RECORD).read_text() == "8.0 9.0\n"
+    # A later process: its own environment, the cache named, no arch list.
+    monkeypatch.setenv(_build.ARCH_VARIABLE, "")
+    monkeypatch.setenv(_build.CACHE_VARIABLE, str(into))
+    assert _build.source_hash(True) == key
+    monkeypatch.setattr(_build, "visible_gpu_archs", lambda: (100,))  # not covered: its own
+    assert _build.source_hash(True) != key
