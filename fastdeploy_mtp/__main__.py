@@ -164,9 +164,12 @@ def _build_library(args) -> int:
         what = ("the CPU and CUDA op library for " + ", ".join(f"sm_{a}" for a in archs)
                 + " (PTX: " + ", ".join(f"compute_{a}" for a in ptx) + ")")
     print(f"{what}: {'already built' if before else 'built'} in {folder}")
-    print(f"processes with {_build.CACHE_VARIABLE}={folder.parent} load it without compiling"
-          + (" (the default cache)" if args.into is None and not os.environ.get(
-              _build.CACHE_VARIABLE) else ""))
+    if os.environ.get(_build.CACHE_VARIABLE):
+        print(f"processes with {_build.CACHE_VARIABLE}={folder.parent} load it without "
+              "compiling")
+    else:
+        print(f"processes without {_build.CACHE_VARIABLE} (the default cache, "
+              f"{folder.parent}) load it without compiling")
     return 0
 
 

@@ -239,3 +239,19 @@ def test_build_for_archs_records_them_for_the_processes_after_it(monkeypatch, tm
     assert _build.source_hash(True) == key
     monkeypatch.setattr(_build, "visible_gpu_archs", lambda: (100,))  # not covered: its own
     assert _build.source_hash(True) != key
+
+
+def test_build_into_the_default_cache_says_which_processes_load_it(monkeypatch, tmp_path,
+                                                                   capsys):
+    from fastdeploy_mtp import ops
+
+    monkeypatch.setenv(_build.CACHE_VARIABLE, "")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(_build, "with_cuda", lambda: False)
+    monkeypatch.setattr(ops, "_build_from_source", lambda: None)
+    assert cli.main(["build"]) == 0
+    folder = tmp_path / "fastdeploy_mtp" / _build.source_hash(False)
+    assert capsys.readouterr().out == (
+        f"the CPU op library: built in {folder}\n"
+        f"processes without FASTDEPLOY_MTP_CACHE (the default cache, {folder.parent}) load it "
+        "without compiling\n")
