@@ -21,19 +21,23 @@ enum class Form : int32_t {
   kPr6403 = 4,
   kXpu = 5,
   kShadow = 6,
+  kCorrectedPr5245 = 7,
+  kCorrectedPr5738 = 8,
+  kCorrectedPr6403 = 9,
 };
-constexpr int kForms = 7;
+constexpr int kForms = 10;
 
 #define MTP_FOR_EACH_FORM(X) \
-  X(Form::kRollback) X(Form::kRecompute) X(Form::kPr5245) X(Form::kPr5738) X(Form::kPr6403) X(Form::kXpu) X(Form::kShadow)
+  X(Form::kRollback) X(Form::kRecompute) X(Form::kPr5245) X(Form::kPr5738) X(Form::kPr6403) X(Form::kXpu) X(Form::kShadow) X(Form::kCorrectedPr5245) X(Form::kCorrectedPr5738) X(Form::kCorrectedPr6403)
 #define MTP_FOR_EACH_PREPROCESS_FORM(X) \
-  X(Form::kRollback) X(Form::kRecompute) X(Form::kPr5245) X(Form::kPr5738) X(Form::kShadow)
+  X(Form::kRollback) X(Form::kRecompute) X(Form::kPr5245) X(Form::kPr5738) X(Form::kShadow) X(Form::kCorrectedPr5245) X(Form::kCorrectedPr5738)
 #define MTP_FOR_EACH_MASK_FORM(X) \
-  X(Form::kRollback) X(Form::kPr6403) X(Form::kShadow)
+  X(Form::kRollback) X(Form::kPr6403) X(Form::kShadow) X(Form::kCorrectedPr5738) X(Form::kCorrectedPr6403)
 
 constexpr Form preprocess_form(Form f) {
   if (f == Form::kPr6403) return Form::kPr5738;
   if (f == Form::kXpu) return Form::kPr5245;
+  if (f == Form::kCorrectedPr6403) return Form::kCorrectedPr5738;
   return f;
 }
 
@@ -42,6 +46,7 @@ constexpr Form mask_form(Form f) {
   if (f == Form::kPr5245) return Form::kRollback;
   if (f == Form::kPr5738) return Form::kRollback;
   if (f == Form::kXpu) return Form::kRollback;
+  if (f == Form::kCorrectedPr5245) return Form::kCorrectedPr5738;
   return f;
 }
 

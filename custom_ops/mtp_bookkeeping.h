@@ -291,7 +291,7 @@ struct PreprocessRequest {
   int64_t max_dec_len;  // the shadow form's; 0 in the others
   bool stop_flag, is_block_step, batch_drop, base_stop, base_block;
   // What form F has and does (the form_* functions below).
-  bool recompute_form, merged_form, shadow_form, rollback_tensor;
+  bool recompute_form, merged_form, shadow_form, rollback_tensor, resync_form;
 };
 
 // What a form's preprocess has and does (docs/contract.md, "The forms").
@@ -308,7 +308,15 @@ MTP_HD constexpr bool form_is_fastdeploy_kernel(Form f) {
   return f == Form::kPr5245 || f == Form::kPr5738;
 }
 MTP_HD constexpr bool form_has_mask_rollback(Form f) {
-  return f != Form::kShadow && f != Form::kPr5245;
+  return f != Form::kShadow && f != Form::kPr5245 && f != Form::kCorrectedPr5245;
+}
+// The corrected forms: every running decode takes its KV positions and step
+// from the base model less accept_num, as the shadow form's does, whatever
+// the draft's own state holds. FastDeploy's runners differ by version in
+// what their inserts preset and when a draft stops; the base model's lengths
+// mean the same in all of them.
+MTP_HD constexpr bool form_resyncs_every_decode(Form f) {
+  return f == Form::kCorrectedPr5245 || f == Form::kCorrectedPr5738;
 }
 
 template <Form F>
@@ -332,6 +340,7 @@ MTP_HD PreprocessRequest read_preprocess_request(const PreprocessTensors& t, int
   r.merged_form = form_is_fastdeploy_kernel(F);
   r.shadow_form = F == Form::kShadow;
   r.rollback_tensor = form_has_mask_rollback(F);
+  r.resync_form = form_resyncs_every_decode(F);
   if constexpr (F == Form::kShadow) {
     r.max_dec_len = load_now(t.max_dec_len + i);
   } else {
@@ -470,6 +479,12 @@ MTP_HD PreprocessPlan plan_preprocess(const PreprocessRequest& r, const Preproce
   }
   // Decode (E <= 0; check_preprocess refuses a negative E but in the pr5738 form).
   if (a.kvcache_scheduler_v1 && !base_block && p.is_block_step) p.is_block_step = false;
+  if (r.resync_form) {
+    p.stop_flag = false;
+    plan_resync(p, r);
+    plan_refeed(p, r);
+    return p;
+  }
   // The recompute form (FastDeploy 0956b09a): a decode rolls back only the
   // tokens it recomputes, n = min(recompute_token_num,
   // max(base_model_seq_lens_this_time - 2, 0)), adds n (not the change of
@@ -732,6 +747,14 @@ struct MaskPlan {
   int32_t cursor, rollback;  // attn_mask_offsets_decoder, mask_rollback
 };
 
+// The mask ops that number a decode's tokens from its KV positions
+// (seq_lens_decoder + 1 + j): the shadow form's, which has no cursor, and the
+// corrected forms', which write theirs after (finish_mask_request) so that it
+// stays true.
+MTP_HD constexpr bool form_numbers_decode_from_kv(Form f) {
+  return f == Form::kShadow || f == Form::kCorrectedPr5738 || f == Form::kCorrectedPr6403;
+}
+
 template <Form F>
 MTP_HD MaskPlan plan_mask(const MaskTensors& t, int64_t i) {
   MaskPlan p;
@@ -744,8 +767,8 @@ MTP_HD MaskPlan plan_mask(const MaskTensors& t, int64_t i) {
   p.n = load_now(t.seq_lens_this_time + i);
   p.encoder = E;
   p.decoder = S;
-  if constexpr (F == Form::kShadow) {
-    // The shadow form's cursor is the request's KV positions, with nothing to roll back.
+  if constexpr (form_numbers_decode_from_kv(F)) {
+    // The cursor is the request's KV positions, with nothing to roll back.
     p.cursor = S;
     p.rollback = 0;
   } else {
@@ -888,7 +911,7 @@ MTP_HD int32_t mask_token_end(const MaskTensors& t, const MaskPlan& p, int64_t i
 // FastDeploy's PR #6403 on (2178f2829, lines 68-75). Only the row's own
 // columns are written, so n may exceed them.
 MTP_HD constexpr bool form_rewrites_every_decode(Form f) {
-  return f == Form::kShadow || f == Form::kPr6403;
+  return f == Form::kShadow || f == Form::kPr6403 || f == Form::kCorrectedPr6403;
 }
 template <Form F>
 MTP_HD bool writes_decode_states(const MaskPlan& p) {

@@ -146,6 +146,48 @@
 #define MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_BATCH seq_lens_this_time
 #define MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_ATTN_MASK_OFFSETS_ROWS_OF ids_remove_padding
 
+#define MTP_CORRECTED_PR5245_DRAFT_MODEL_PREPROCESS_PARAMS \
+    paddle::Tensor& draft_tokens, paddle::Tensor& input_ids, paddle::Tensor& stop_flags, \
+    paddle::Tensor& seq_lens_this_time, paddle::Tensor& seq_lens_encoder, \
+    paddle::Tensor& seq_lens_decoder, paddle::Tensor& step_idx, paddle::Tensor& not_need_stop, \
+    const paddle::Tensor& is_block_step, paddle::Tensor& batch_drop, paddle::Tensor& pre_ids, \
+    const paddle::Tensor& accept_tokens, const paddle::Tensor& accept_num, \
+    const paddle::Tensor& base_model_seq_lens_this_time, \
+    const paddle::Tensor& base_model_seq_lens_encoder, \
+    const paddle::Tensor& base_model_seq_lens_decoder, const paddle::Tensor& base_model_step_idx, \
+    const paddle::Tensor& base_model_stop_flags, const paddle::Tensor& base_model_is_block_step, \
+    const paddle::Tensor& base_model_draft_tokens, int num_model_step, bool truncate_first_token, \
+    bool splitwise_prefill, bool kvcache_scheduler_v1
+#define MTP_CORRECTED_PR5245_DRAFT_MODEL_PREPROCESS_ARGS \
+    draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, \
+    step_idx, not_need_stop, is_block_step, batch_drop, pre_ids, accept_tokens, accept_num, \
+    base_model_seq_lens_this_time, base_model_seq_lens_encoder, base_model_seq_lens_decoder, \
+    base_model_step_idx, base_model_stop_flags, base_model_is_block_step, base_model_draft_tokens, \
+    num_model_step, truncate_first_token, splitwise_prefill, kvcache_scheduler_v1
+#define MTP_CORRECTED_PR5245_DRAFT_MODEL_PREPROCESS_BATCH seq_lens_this_time
+
+#define MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_PARAMS \
+    paddle::Tensor& draft_tokens, paddle::Tensor& input_ids, paddle::Tensor& stop_flags, \
+    paddle::Tensor& seq_lens_this_time, paddle::Tensor& seq_lens_encoder, \
+    paddle::Tensor& seq_lens_decoder, paddle::Tensor& step_idx, paddle::Tensor& not_need_stop, \
+    const paddle::Tensor& is_block_step, paddle::Tensor& batch_drop, paddle::Tensor& pre_ids, \
+    const paddle::Tensor& mask_rollback, const paddle::Tensor& recompute_token_num, \
+    const paddle::Tensor& accept_tokens, const paddle::Tensor& accept_num, \
+    const paddle::Tensor& base_model_seq_lens_this_time, \
+    const paddle::Tensor& base_model_seq_lens_encoder, \
+    const paddle::Tensor& base_model_seq_lens_decoder, const paddle::Tensor& base_model_step_idx, \
+    const paddle::Tensor& base_model_stop_flags, const paddle::Tensor& base_model_is_block_step, \
+    const paddle::Tensor& base_model_draft_tokens, int num_model_step, bool truncate_first_token, \
+    bool splitwise_prefill, bool kvcache_scheduler_v1
+#define MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_ARGS \
+    draft_tokens, input_ids, stop_flags, seq_lens_this_time, seq_lens_encoder, seq_lens_decoder, \
+    step_idx, not_need_stop, is_block_step, batch_drop, pre_ids, mask_rollback, \
+    recompute_token_num, accept_tokens, accept_num, base_model_seq_lens_this_time, \
+    base_model_seq_lens_encoder, base_model_seq_lens_decoder, base_model_step_idx, \
+    base_model_stop_flags, base_model_is_block_step, base_model_draft_tokens, num_model_step, \
+    truncate_first_token, splitwise_prefill, kvcache_scheduler_v1
+#define MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_BATCH seq_lens_this_time
+
 namespace mtp {
 
 namespace rollback {
@@ -740,5 +782,201 @@ inline std::vector<paddle::DataType> update_attn_mask_offsets_dtype(const paddle
 }
 
 }  // namespace shadow
+
+namespace corrected_pr5245 {
+
+// draft_model_preprocess, the corrected_pr5245 form's (MTP_CORRECTED_PR5245_DRAFT_MODEL_PREPROCESS_...).
+// The boundary checks, in the table's order; throws the first refusal.
+inline void draft_model_preprocess_checks(ArgChecker& c, const paddle::Tensor& draft_tokens,
+    const paddle::Tensor& input_ids, const paddle::Tensor& stop_flags,
+    const paddle::Tensor& seq_lens_this_time, const paddle::Tensor& seq_lens_encoder,
+    const paddle::Tensor& seq_lens_decoder, const paddle::Tensor& step_idx,
+    const paddle::Tensor& not_need_stop, const paddle::Tensor& is_block_step,
+    const paddle::Tensor& batch_drop, const paddle::Tensor& pre_ids,
+    const paddle::Tensor& accept_tokens, const paddle::Tensor& accept_num,
+    const paddle::Tensor& base_model_seq_lens_this_time,
+    const paddle::Tensor& base_model_seq_lens_encoder,
+    const paddle::Tensor& base_model_seq_lens_decoder, const paddle::Tensor& base_model_step_idx,
+    const paddle::Tensor& base_model_stop_flags, const paddle::Tensor& base_model_is_block_step,
+    const paddle::Tensor& base_model_draft_tokens, int num_model_step, bool, bool, bool) {
+  MTP_CHECK(num_model_step >= 1, "draft_model_preprocess", ": num_model_step must be >= 1, got ", num_model_step);
+  const int64_t bsz = c.length_only(seq_lens_this_time, "seq_lens_this_time");
+  c.vector(seq_lens_this_time, "seq_lens_this_time", paddle::DataType::INT32, bsz, Access::kWritten);
+  c.matrix(draft_tokens, "draft_tokens", paddle::DataType::INT64, bsz, Access::kWritten);
+  c.matrix(input_ids, "input_ids", paddle::DataType::INT64, bsz, Access::kWritten);
+  c.vector(stop_flags, "stop_flags", paddle::DataType::BOOL, bsz, Access::kWritten);
+  c.vector(seq_lens_encoder, "seq_lens_encoder", paddle::DataType::INT32, bsz, Access::kWritten);
+  c.vector(seq_lens_decoder, "seq_lens_decoder", paddle::DataType::INT32, bsz, Access::kWritten);
+  c.vector(step_idx, "step_idx", paddle::DataType::INT64, bsz, Access::kWritten);
+  c.vector(is_block_step, "is_block_step", paddle::DataType::BOOL, bsz, Access::kWritten);
+  c.vector(batch_drop, "batch_drop", paddle::DataType::BOOL, bsz, Access::kWritten);
+  c.matrix(pre_ids, "pre_ids", paddle::DataType::INT64, bsz, Access::kWritten);
+  c.matrix(accept_tokens, "accept_tokens", paddle::DataType::INT64, bsz, Access::kRead);
+  c.vector(accept_num, "accept_num", paddle::DataType::INT32, bsz, Access::kRead);
+  c.vector(base_model_seq_lens_this_time, "base_model_seq_lens_this_time", paddle::DataType::INT32, bsz, Access::kUnread);
+  c.vector(base_model_seq_lens_encoder, "base_model_seq_lens_encoder", paddle::DataType::INT32, bsz, Access::kUnread);
+  c.vector(base_model_seq_lens_decoder, "base_model_seq_lens_decoder", paddle::DataType::INT32, bsz, Access::kRead);
+  c.vector(base_model_step_idx, "base_model_step_idx", paddle::DataType::INT64, bsz, Access::kRead);
+  c.vector(base_model_stop_flags, "base_model_stop_flags", paddle::DataType::BOOL, bsz, Access::kRead);
+  c.vector(base_model_is_block_step, "base_model_is_block_step", paddle::DataType::BOOL, bsz, Access::kRead);
+  c.matrix(base_model_draft_tokens, "base_model_draft_tokens", paddle::DataType::INT64, bsz, Access::kWritten);
+  c.host_or_device_flag(not_need_stop, "not_need_stop");
+  c.no_overlap();
+}
+// The checked tensors and attributes as the rules and the dispatch take them.
+inline OpViews<PreprocessTensors, PreprocessAttrs> draft_model_preprocess_views(
+    paddle::Tensor& draft_tokens, paddle::Tensor& input_ids, paddle::Tensor& stop_flags,
+    paddle::Tensor& seq_lens_this_time, paddle::Tensor& seq_lens_encoder,
+    paddle::Tensor& seq_lens_decoder, paddle::Tensor& step_idx, paddle::Tensor& not_need_stop,
+    const paddle::Tensor& is_block_step, paddle::Tensor& batch_drop, paddle::Tensor& pre_ids,
+    const paddle::Tensor& accept_tokens, const paddle::Tensor& accept_num, const paddle::Tensor&,
+    const paddle::Tensor&, const paddle::Tensor& base_model_seq_lens_decoder,
+    const paddle::Tensor& base_model_step_idx, const paddle::Tensor& base_model_stop_flags,
+    const paddle::Tensor& base_model_is_block_step, const paddle::Tensor& base_model_draft_tokens,
+    int num_model_step, bool truncate_first_token, bool splitwise_prefill,
+    bool kvcache_scheduler_v1) {
+  OpViews<PreprocessTensors, PreprocessAttrs> v;
+  v.bsz = seq_lens_this_time.shape()[0];
+  v.device_tensor = &seq_lens_this_time;
+  v.flag = &not_need_stop;
+  v.t.draft_tokens = draft_tokens.data<int64_t>();
+  v.t.draft_cols = draft_tokens.shape()[1];
+  v.t.input_ids = input_ids.data<int64_t>();
+  v.t.input_cols = input_ids.shape()[1];
+  v.t.stop_flags = stop_flags.data<bool>();
+  v.t.seq_lens_this_time = seq_lens_this_time.data<int32_t>();
+  v.t.seq_lens_encoder = seq_lens_encoder.data<int32_t>();
+  v.t.seq_lens_decoder = seq_lens_decoder.data<int32_t>();
+  v.t.step_idx = step_idx.data<int64_t>();
+  v.t.is_block_step = const_cast<bool*>(is_block_step.data<bool>());
+  v.t.batch_drop = batch_drop.data<bool>();
+  v.t.pre_ids = pre_ids.data<int64_t>();
+  v.t.pre_cols = pre_ids.shape()[1];
+  v.t.accept_tokens = accept_tokens.data<int64_t>();
+  v.t.accept_cols = accept_tokens.shape()[1];
+  v.t.accept_num = accept_num.data<int32_t>();
+  v.t.base_seq_lens_decoder = base_model_seq_lens_decoder.data<int32_t>();
+  v.t.base_step_idx = base_model_step_idx.data<int64_t>();
+  v.t.base_stop_flags = base_model_stop_flags.data<bool>();
+  v.t.base_is_block_step = base_model_is_block_step.data<bool>();
+  v.t.base_draft_tokens = const_cast<int64_t*>(base_model_draft_tokens.data<int64_t>());
+  v.t.base_draft_cols = base_model_draft_tokens.shape()[1];
+  v.attrs.num_model_step = num_model_step;
+  v.attrs.truncate_first_token = truncate_first_token;
+  v.attrs.splitwise_prefill = splitwise_prefill;
+  v.attrs.kvcache_scheduler_v1 = kvcache_scheduler_v1;
+  return v;
+}
+using rollback::update_attn_mask_offsets_checks;
+using rollback::update_attn_mask_offsets_views;
+using rollback::update_attn_mask_offsets_shape;
+using rollback::update_attn_mask_offsets_dtype;
+
+}  // namespace corrected_pr5245
+
+namespace corrected_pr5738 {
+
+// draft_model_preprocess, the corrected_pr5738 form's (MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_...).
+// The boundary checks, in the table's order; throws the first refusal.
+inline void draft_model_preprocess_checks(ArgChecker& c, const paddle::Tensor& draft_tokens,
+    const paddle::Tensor& input_ids, const paddle::Tensor& stop_flags,
+    const paddle::Tensor& seq_lens_this_time, const paddle::Tensor& seq_lens_encoder,
+    const paddle::Tensor& seq_lens_decoder, const paddle::Tensor& step_idx,
+    const paddle::Tensor& not_need_stop, const paddle::Tensor& is_block_step,
+    const paddle::Tensor& batch_drop, const paddle::Tensor& pre_ids,
+    const paddle::Tensor& mask_rollback, const paddle::Tensor& recompute_token_num,
+    const paddle::Tensor& accept_tokens, const paddle::Tensor& accept_num,
+    const paddle::Tensor& base_model_seq_lens_this_time,
+    const paddle::Tensor& base_model_seq_lens_encoder,
+    const paddle::Tensor& base_model_seq_lens_decoder, const paddle::Tensor& base_model_step_idx,
+    const paddle::Tensor& base_model_stop_flags, const paddle::Tensor& base_model_is_block_step,
+    const paddle::Tensor& base_model_draft_tokens, int num_model_step, bool, bool, bool) {
+  MTP_CHECK(num_model_step >= 1, "draft_model_preprocess", ": num_model_step must be >= 1, got ", num_model_step);
+  const int64_t bsz = c.length_only(seq_lens_this_time, "seq_lens_this_time");
+  c.vector(seq_lens_this_time, "seq_lens_this_time", paddle::DataType::INT32, bsz, Access::kWritten);
+  c.matrix(draft_tokens, "draft_tokens", paddle::DataType::INT64, bsz, Access::kWritten);
+  c.matrix(input_ids, "input_ids", paddle::DataType::INT64, bsz, Access::kWritten);
+  c.vector(stop_flags, "stop_flags", paddle::DataType::BOOL, bsz, Access::kWritten);
+  c.vector(seq_lens_encoder, "seq_lens_encoder", paddle::DataType::INT32, bsz, Access::kWritten);
+  c.vector(seq_lens_decoder, "seq_lens_decoder", paddle::DataType::INT32, bsz, Access::kWritten);
+  c.vector(step_idx, "step_idx", paddle::DataType::INT64, bsz, Access::kWritten);
+  c.vector(is_block_step, "is_block_step", paddle::DataType::BOOL, bsz, Access::kWritten);
+  c.vector(batch_drop, "batch_drop", paddle::DataType::BOOL, bsz, Access::kWritten);
+  c.matrix(pre_ids, "pre_ids", paddle::DataType::INT64, bsz, Access::kWritten);
+  c.vector(mask_rollback, "mask_rollback", paddle::DataType::INT32, bsz, Access::kWritten);
+  c.vector(recompute_token_num, "recompute_token_num", paddle::DataType::INT32, bsz, Access::kUnread);
+  c.matrix(accept_tokens, "accept_tokens", paddle::DataType::INT64, bsz, Access::kRead);
+  c.vector(accept_num, "accept_num", paddle::DataType::INT32, bsz, Access::kRead);
+  c.vector(base_model_seq_lens_this_time, "base_model_seq_lens_this_time", paddle::DataType::INT32, bsz, Access::kUnread);
+  c.vector(base_model_seq_lens_encoder, "base_model_seq_lens_encoder", paddle::DataType::INT32, bsz, Access::kUnread);
+  c.vector(base_model_seq_lens_decoder, "base_model_seq_lens_decoder", paddle::DataType::INT32, bsz, Access::kRead);
+  c.vector(base_model_step_idx, "base_model_step_idx", paddle::DataType::INT64, bsz, Access::kRead);
+  c.vector(base_model_stop_flags, "base_model_stop_flags", paddle::DataType::BOOL, bsz, Access::kRead);
+  c.vector(base_model_is_block_step, "base_model_is_block_step", paddle::DataType::BOOL, bsz, Access::kRead);
+  c.matrix(base_model_draft_tokens, "base_model_draft_tokens", paddle::DataType::INT64, bsz, Access::kWritten);
+  c.host_or_device_flag(not_need_stop, "not_need_stop");
+  c.no_overlap();
+}
+// The checked tensors and attributes as the rules and the dispatch take them.
+inline OpViews<PreprocessTensors, PreprocessAttrs> draft_model_preprocess_views(
+    paddle::Tensor& draft_tokens, paddle::Tensor& input_ids, paddle::Tensor& stop_flags,
+    paddle::Tensor& seq_lens_this_time, paddle::Tensor& seq_lens_encoder,
+    paddle::Tensor& seq_lens_decoder, paddle::Tensor& step_idx, paddle::Tensor& not_need_stop,
+    const paddle::Tensor& is_block_step, paddle::Tensor& batch_drop, paddle::Tensor& pre_ids,
+    const paddle::Tensor& mask_rollback, const paddle::Tensor&, const paddle::Tensor& accept_tokens,
+    const paddle::Tensor& accept_num, const paddle::Tensor&, const paddle::Tensor&,
+    const paddle::Tensor& base_model_seq_lens_decoder, const paddle::Tensor& base_model_step_idx,
+    const paddle::Tensor& base_model_stop_flags, const paddle::Tensor& base_model_is_block_step,
+    const paddle::Tensor& base_model_draft_tokens, int num_model_step, bool truncate_first_token,
+    bool splitwise_prefill, bool kvcache_scheduler_v1) {
+  OpViews<PreprocessTensors, PreprocessAttrs> v;
+  v.bsz = seq_lens_this_time.shape()[0];
+  v.device_tensor = &seq_lens_this_time;
+  v.flag = &not_need_stop;
+  v.t.draft_tokens = draft_tokens.data<int64_t>();
+  v.t.draft_cols = draft_tokens.shape()[1];
+  v.t.input_ids = input_ids.data<int64_t>();
+  v.t.input_cols = input_ids.shape()[1];
+  v.t.stop_flags = stop_flags.data<bool>();
+  v.t.seq_lens_this_time = seq_lens_this_time.data<int32_t>();
+  v.t.seq_lens_encoder = seq_lens_encoder.data<int32_t>();
+  v.t.seq_lens_decoder = seq_lens_decoder.data<int32_t>();
+  v.t.step_idx = step_idx.data<int64_t>();
+  v.t.is_block_step = const_cast<bool*>(is_block_step.data<bool>());
+  v.t.batch_drop = batch_drop.data<bool>();
+  v.t.pre_ids = pre_ids.data<int64_t>();
+  v.t.pre_cols = pre_ids.shape()[1];
+  v.t.mask_rollback = const_cast<int32_t*>(mask_rollback.data<int32_t>());
+  v.t.accept_tokens = accept_tokens.data<int64_t>();
+  v.t.accept_cols = accept_tokens.shape()[1];
+  v.t.accept_num = accept_num.data<int32_t>();
+  v.t.base_seq_lens_decoder = base_model_seq_lens_decoder.data<int32_t>();
+  v.t.base_step_idx = base_model_step_idx.data<int64_t>();
+  v.t.base_stop_flags = base_model_stop_flags.data<bool>();
+  v.t.base_is_block_step = base_model_is_block_step.data<bool>();
+  v.t.base_draft_tokens = const_cast<int64_t*>(base_model_draft_tokens.data<int64_t>());
+  v.t.base_draft_cols = base_model_draft_tokens.shape()[1];
+  v.attrs.num_model_step = num_model_step;
+  v.attrs.truncate_first_token = truncate_first_token;
+  v.attrs.splitwise_prefill = splitwise_prefill;
+  v.attrs.kvcache_scheduler_v1 = kvcache_scheduler_v1;
+  return v;
+}
+using rollback::update_attn_mask_offsets_checks;
+using rollback::update_attn_mask_offsets_views;
+using rollback::update_attn_mask_offsets_shape;
+using rollback::update_attn_mask_offsets_dtype;
+
+}  // namespace corrected_pr5738
+
+namespace corrected_pr6403 {
+using corrected_pr5738::draft_model_preprocess_checks;
+using corrected_pr5738::draft_model_preprocess_views;
+using rollback::update_attn_mask_offsets_checks;
+using rollback::update_attn_mask_offsets_views;
+using rollback::update_attn_mask_offsets_shape;
+using rollback::update_attn_mask_offsets_dtype;
+
+}  // namespace corrected_pr6403
 
 }  // namespace mtp

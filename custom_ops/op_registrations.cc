@@ -208,3 +208,90 @@ PD_BUILD_OP(update_attn_mask_offsets_shadow)
     .SetKernelFn(PD_KERNEL(UpdateAttnMaskOffsetsShadow))
     .SetInferShapeFn(PD_INFER_SHAPE(mtp::shadow::update_attn_mask_offsets_shape))
     .SetInferDtypeFn(PD_INFER_DTYPE(mtp::shadow::update_attn_mask_offsets_dtype));
+
+// draft_model_preprocess, the corrected_pr5245 form's.
+void DraftModelPreprocessCorrectedPr5245(MTP_CORRECTED_PR5245_DRAFT_MODEL_PREPROCESS_PARAMS) {
+  mtp::ArgChecker c("draft_model_preprocess");
+  mtp::corrected_pr5245::draft_model_preprocess_checks(c, MTP_CORRECTED_PR5245_DRAFT_MODEL_PREPROCESS_ARGS);
+  const auto v = mtp::corrected_pr5245::draft_model_preprocess_views(MTP_CORRECTED_PR5245_DRAFT_MODEL_PREPROCESS_ARGS);
+  mtp::run_draft_model_preprocess<mtp::Form::kCorrectedPr5245>(c, v);
+}
+PD_BUILD_OP(draft_model_preprocess_corrected_pr5245)
+    .Inputs({MTP_CORRECTED_PR5245_DRAFT_MODEL_PREPROCESS_INPUTS})
+    .Outputs({MTP_CORRECTED_PR5245_DRAFT_MODEL_PREPROCESS_OUTPUTS})
+    .Attrs({MTP_CORRECTED_PR5245_DRAFT_MODEL_PREPROCESS_ATTRS})
+    .SetInplaceMap({MTP_CORRECTED_PR5245_DRAFT_MODEL_PREPROCESS_INPLACE})
+    .SetKernelFn(PD_KERNEL(DraftModelPreprocessCorrectedPr5245));
+
+// update_attn_mask_offsets, the corrected_pr5245 form's.
+std::vector<paddle::Tensor> UpdateAttnMaskOffsetsCorrectedPr5245(MTP_UPDATE_ATTN_MASK_OFFSETS_PARAMS) {
+  mtp::ArgChecker c("update_attn_mask_offsets");
+  mtp::corrected_pr5245::update_attn_mask_offsets_checks(c, MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS);
+  const auto v = mtp::corrected_pr5245::update_attn_mask_offsets_views(MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS);
+  return mtp::run_update_attn_mask_offsets<mtp::Form::kCorrectedPr5738>(c, v);
+}
+PD_BUILD_OP(update_attn_mask_offsets_corrected_pr5245)
+    .Inputs({MTP_UPDATE_ATTN_MASK_OFFSETS_INPUTS})
+    .Outputs({MTP_UPDATE_ATTN_MASK_OFFSETS_OUTPUTS})
+    .SetInplaceMap({MTP_UPDATE_ATTN_MASK_OFFSETS_INPLACE})
+    .SetKernelFn(PD_KERNEL(UpdateAttnMaskOffsetsCorrectedPr5245))
+    .SetInferShapeFn(PD_INFER_SHAPE(mtp::corrected_pr5245::update_attn_mask_offsets_shape))
+    .SetInferDtypeFn(PD_INFER_DTYPE(mtp::corrected_pr5245::update_attn_mask_offsets_dtype));
+
+// draft_model_preprocess, the corrected_pr5738 form's.
+void DraftModelPreprocessCorrectedPr5738(MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_PARAMS) {
+  mtp::ArgChecker c("draft_model_preprocess");
+  mtp::corrected_pr5738::draft_model_preprocess_checks(c, MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_ARGS);
+  const auto v = mtp::corrected_pr5738::draft_model_preprocess_views(MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_ARGS);
+  mtp::run_draft_model_preprocess<mtp::Form::kCorrectedPr5738>(c, v);
+}
+PD_BUILD_OP(draft_model_preprocess_corrected_pr5738)
+    .Inputs({MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_INPUTS})
+    .Outputs({MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_OUTPUTS})
+    .Attrs({MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_ATTRS})
+    .SetInplaceMap({MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_INPLACE})
+    .SetKernelFn(PD_KERNEL(DraftModelPreprocessCorrectedPr5738));
+
+// update_attn_mask_offsets, the corrected_pr5738 form's.
+std::vector<paddle::Tensor> UpdateAttnMaskOffsetsCorrectedPr5738(MTP_UPDATE_ATTN_MASK_OFFSETS_PARAMS) {
+  mtp::ArgChecker c("update_attn_mask_offsets");
+  mtp::corrected_pr5738::update_attn_mask_offsets_checks(c, MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS);
+  const auto v = mtp::corrected_pr5738::update_attn_mask_offsets_views(MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS);
+  return mtp::run_update_attn_mask_offsets<mtp::Form::kCorrectedPr5738>(c, v);
+}
+PD_BUILD_OP(update_attn_mask_offsets_corrected_pr5738)
+    .Inputs({MTP_UPDATE_ATTN_MASK_OFFSETS_INPUTS})
+    .Outputs({MTP_UPDATE_ATTN_MASK_OFFSETS_OUTPUTS})
+    .SetInplaceMap({MTP_UPDATE_ATTN_MASK_OFFSETS_INPLACE})
+    .SetKernelFn(PD_KERNEL(UpdateAttnMaskOffsetsCorrectedPr5738))
+    .SetInferShapeFn(PD_INFER_SHAPE(mtp::corrected_pr5738::update_attn_mask_offsets_shape))
+    .SetInferDtypeFn(PD_INFER_DTYPE(mtp::corrected_pr5738::update_attn_mask_offsets_dtype));
+
+// draft_model_preprocess, the corrected_pr6403 form's.
+void DraftModelPreprocessCorrectedPr6403(MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_PARAMS) {
+  mtp::ArgChecker c("draft_model_preprocess");
+  mtp::corrected_pr6403::draft_model_preprocess_checks(c, MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_ARGS);
+  const auto v = mtp::corrected_pr6403::draft_model_preprocess_views(MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_ARGS);
+  mtp::run_draft_model_preprocess<mtp::Form::kCorrectedPr5738>(c, v);
+}
+PD_BUILD_OP(draft_model_preprocess_corrected_pr6403)
+    .Inputs({MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_INPUTS})
+    .Outputs({MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_OUTPUTS})
+    .Attrs({MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_ATTRS})
+    .SetInplaceMap({MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_INPLACE})
+    .SetKernelFn(PD_KERNEL(DraftModelPreprocessCorrectedPr6403));
+
+// update_attn_mask_offsets, the corrected_pr6403 form's.
+std::vector<paddle::Tensor> UpdateAttnMaskOffsetsCorrectedPr6403(MTP_UPDATE_ATTN_MASK_OFFSETS_PARAMS) {
+  mtp::ArgChecker c("update_attn_mask_offsets");
+  mtp::corrected_pr6403::update_attn_mask_offsets_checks(c, MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS);
+  const auto v = mtp::corrected_pr6403::update_attn_mask_offsets_views(MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS);
+  return mtp::run_update_attn_mask_offsets<mtp::Form::kCorrectedPr6403>(c, v);
+}
+PD_BUILD_OP(update_attn_mask_offsets_corrected_pr6403)
+    .Inputs({MTP_UPDATE_ATTN_MASK_OFFSETS_INPUTS})
+    .Outputs({MTP_UPDATE_ATTN_MASK_OFFSETS_OUTPUTS})
+    .SetInplaceMap({MTP_UPDATE_ATTN_MASK_OFFSETS_INPLACE})
+    .SetKernelFn(PD_KERNEL(UpdateAttnMaskOffsetsCorrectedPr6403))
+    .SetInferShapeFn(PD_INFER_SHAPE(mtp::corrected_pr6403::update_attn_mask_offsets_shape))
+    .SetInferDtypeFn(PD_INFER_DTYPE(mtp::corrected_pr6403::update_attn_mask_offsets_dtype));

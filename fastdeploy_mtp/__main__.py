@@ -49,7 +49,7 @@ def _signature(args) -> int:
     from pathlib import Path
 
     from ._build import SOURCE_DIR
-    from .signature import GENERATED_HEADERS
+    from .signature_cpp import GENERATED_HEADERS
 
     differ = 0
     for name, render in GENERATED_HEADERS.items():
@@ -292,10 +292,22 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     g.add_argument("--form", choices=form_names, default="rollback",
                    help="FastDeploy's form of draft_model_preprocess; another than rollback "
                         "times its captured step against FastDeploy's launch of it")
+    d = command("doctor", "what the FastDeploy plugin will do here, a finding a line: "
+                          "FastDeploy and its ops, the form and mode, FD_PLUGINS, the op "
+                          "library; run it in FastDeploy's environment",
+                " It exits 0 when the plugin will work as intended, 1 otherwise.")
+    d.add_argument("--json", action="store_true", help="the findings as one JSON document")
     return parser
 
 
-COMMANDS = {"build": _build_library, "check": _check, "signature": _signature, "bench": _bench, "bench-gpu": _bench_gpu,
+def _doctor(args) -> int:
+    from .doctor import main as doctor_main
+
+    return doctor_main(args)
+
+
+COMMANDS = {"doctor": _doctor, "build": _build_library, "check": _check, "signature": _signature,
+            "bench": _bench, "bench-gpu": _bench_gpu,
             "bench-sim": _bench_sim, "simulate": _simulate, "verdict": _verdict,
             "reproduce": _reproduce}
 

@@ -103,10 +103,26 @@ def draft_model_preprocess_recompute(state: State, num_model_step: int,
                 truncate_first_token, splitwise_prefill, kvcache_scheduler_v1, recompute_form=True)
 
 
+def draft_model_preprocess_corrected(state: State, num_model_step: int,
+                                     truncate_first_token: bool, splitwise_prefill: bool,
+                                     kvcache_scheduler_v1: bool, form: str = "corrected_pr5738"
+                                     ) -> None:
+    """The corrected forms (docs/contract.md, "The corrected forms"): the
+    rollback form's rules, but every running decode takes seq_lens_decoder
+    and step_idx from the base model less accept_num, stopped or not. `form`:
+    corrected_pr5738 or corrected_pr6403 (22 tensors; recompute_token_num and
+    base_model_seq_lens_this_time never read or written), or
+    corrected_pr5245 (20 tensors, no mask_rollback)."""
+    _preprocess(_state(form, "draft_model_preprocess", state), num_model_step,
+                truncate_first_token, splitwise_prefill, kvcache_scheduler_v1,
+                recompute_form=False, resync_every_decode=True)
+
+
 def _preprocess(s: State, num_model_step, truncate_first_token, splitwise_prefill,
-                kvcache_scheduler_v1, recompute_form: bool) -> None:
-    """The rollback and recompute forms. (The shadow form's rules share little
-    with these: draft_model_preprocess_shadow.)"""
+                kvcache_scheduler_v1, recompute_form: bool, resync_every_decode=False) -> None:
+    """The rollback, recompute and corrected forms. (The shadow form's rules
+    share little with these: draft_model_preprocess_shadow.) A state without
+    mask_rollback (the corrected_pr5245 form) keeps no rollback."""
     op = "draft_model_preprocess"
     if num_model_step < 1:
         raise BadInputError(f"{op}: num_model_step must be >= 1, got {num_model_step}")
@@ -114,8 +130,9 @@ def _preprocess(s: State, num_model_step, truncate_first_token, splitwise_prefil
     stop, this_time, enc, dec, step = map(
         _vec, (s["stop_flags"], s["seq_lens_this_time"], s["seq_lens_encoder"],
                s["seq_lens_decoder"], s["step_idx"]))
-    block, drop, rollback, acc_num = map(
-        _vec, (s["is_block_step"], s["batch_drop"], s["mask_rollback"], s["accept_num"]))
+    block, drop, acc_num = map(_vec, (s["is_block_step"], s["batch_drop"], s["accept_num"]))
+    has_rollback = "mask_rollback" in s
+    rollback = _vec(s["mask_rollback"]) if has_rollback else np.zeros(block.shape[0], np.int64)
     base_n, base_dec, base_step, base_stop, base_block = map(
         _vec, (s["base_model_seq_lens_this_time"], s["base_model_seq_lens_decoder"],
                s["base_model_step_idx"], s["base_model_stop_flags"], s["base_model_is_block_step"]))
@@ -159,7 +176,7 @@ def _preprocess(s: State, num_model_step, truncate_first_token, splitwise_prefil
             # The tokens a normal decode rolls back: k - 1, or the recompute form's r.
             back = (min(int(recompute[i]), max(int(base_n[i]) - 2, 0)) if recompute_form
                     else k - 1)
-            if stop[i]:
+            if stop[i] or resync_every_decode:
                 new_S, new_step = int(base_dec[i]) - a, int(base_step[i]) - a
             else:
                 new_S, new_step = S - back, int(step[i]) - back
@@ -167,12 +184,12 @@ def _preprocess(s: State, num_model_step, truncate_first_token, splitwise_prefil
             _check_new_length(op, i, new_S)
             if not INT64_MIN <= new_step <= INT64_MAX:
                 raise _bad(op, i, "step_idx", f"new value {new_step} leaves int64")
-            if not recompute_form:
+            if not recompute_form and has_rollback:
                 check_rollback(i, new_S)
-            elif not INT32_MIN <= int(rollback[i]) + back <= INT32_MAX:
+            elif recompute_form and not INT32_MIN <= int(rollback[i]) + back <= INT32_MAX:
                 raise _bad(op, i, "mask_rollback", f"{int(rollback[i])} + {back} leaves int32")
             plan.update(a=a, first=first, new_S=new_S, new_step=new_step, r=back)
-        elif not recompute_form:
+        elif not recompute_form and has_rollback:
             check_rollback(i, 0)
         plans.append(plan)
 
@@ -218,7 +235,7 @@ def _preprocess(s: State, num_model_step, truncate_first_token, splitwise_prefil
             dec[i] = 0
             enc[i] = 0
         any_running |= plan["running"]
-        if not recompute_form:
+        if not recompute_form and has_rollback:
             # In Python integers: check_rollback has seen the sum fit int32, but
             # the change alone may not (an old seq_lens_decoder near INT32_MIN).
             # (A prefill's change is 0, added to the 0 it set.)
@@ -313,17 +330,29 @@ def update_attn_mask_offsets_pr6403(state: State) -> np.ndarray:
                  every_decode=True)
 
 
+def update_attn_mask_offsets_corrected(state: State, form: str = "corrected_pr5738"
+                                       ) -> np.ndarray:
+    """The corrected forms' ten-tensor op: a decode token's mask end is
+    seq_lens_decoder + 1 + j, and the decode leaves the cursor at
+    seq_lens_decoder + n and mask_rollback at 0. decode_states by 9018ccf74's
+    rule, or by 2178f2829's in the corrected_pr6403 form."""
+    return _mask(_state(form, "update_attn_mask_offsets", state), cursor_kept=True,
+                 every_decode=form == "corrected_pr6403", from_kv=True)
+
+
 def update_attn_mask_offsets_shadow(state: State) -> np.ndarray:
     """The shadow form's op (8 tensors): no cursor and no rollback; a decode
     token's mask end is seq_lens_decoder + 1 + j."""
     return _mask(_state("shadow", "update_attn_mask_offsets", state), cursor_kept=False)
 
 
-def _mask(s: State, cursor_kept: bool, every_decode=False) -> np.ndarray:
+def _mask(s: State, cursor_kept: bool, every_decode=False, from_kv=False) -> np.ndarray:
     """Every form's; no cursor kept (not cursor_kept) is the shadow form's: a
     decode request's cursor is then its seq_lens_decoder, with nothing to roll
     back, and is not kept. every_decode: the decode_states rule of FastDeploy's PR #6403 on
-    (_write_decode_states), which the shadow form's op has too."""
+    (_write_decode_states), which the shadow form's op has too. from_kv (the
+    corrected forms): a kept cursor is set to seq_lens_decoder, with nothing
+    to roll back, before a decode numbers its tokens from it."""
     op = "update_attn_mask_offsets"
     n_all, enc, dec, block = map(
         _vec, (s["seq_lens_this_time"], s["seq_lens_encoder"], s["seq_lens_decoder"],
@@ -338,6 +367,13 @@ def _mask(s: State, cursor_kept: bool, every_decode=False) -> np.ndarray:
         rollback = np.zeros_like(cursor)
     else:
         cursor, rollback = _vec(attn_mask_offsets_decoder), _vec(mask_rollback)
+    if from_kv:
+        # The checks below read the cursor as seq_lens_decoder; a decode
+        # writes it (and the rollback) in the second pass.
+        cursor_of = dec.astype(np.int64)
+        rollback_of = np.zeros_like(cursor_of)
+    else:
+        cursor_of, rollback_of = cursor, rollback
     cu = cu_seqlens_q.reshape(-1)
     T = ids_remove_padding.shape[0]
 
@@ -380,10 +416,10 @@ def _mask(s: State, cursor_kept: bool, every_decode=False) -> np.ndarray:
             if S + n > INT32_MAX:
                 raise _bad(op, i, "attn_mask_offsets", f"{S} + {n} past int32")
         else:
-            c = int(cursor[i]) - int(rollback[i])
+            c = int(cursor_of[i]) - int(rollback_of[i])
             if c < 0:
-                raise _bad(op, i, "attn_mask_offsets_decoder", f"{int(cursor[i])} - "
-                           f"{int(rollback[i])} is negative")
+                raise _bad(op, i, "attn_mask_offsets_decoder", f"{int(cursor_of[i])} - "
+                           f"{int(rollback_of[i])} is negative")
             if c + n > INT32_MAX:
                 raise _bad(op, i, "attn_mask_offsets", f"{c} + {n} past int32")
 
@@ -399,6 +435,8 @@ def _mask(s: State, cursor_kept: bool, every_decode=False) -> np.ndarray:
                 else:
                     out[(q + j) * 2 + 1] = attn_mask_offsets_full[i, j] + 1
         else:
+            if from_kv:
+                cursor[i], rollback[i] = dec[i], 0
             cursor[i] -= rollback[i]
             rollback[i] = 0
             for j in range(n):

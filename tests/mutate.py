@@ -60,7 +60,12 @@ DISPATCH = "custom_ops/op_dispatch.h"
 BIND = "custom_ops/op_bindings.h"
 MAIN = "fastdeploy_mtp/__main__.py"
 SIM_CLI = "fastdeploy_mtp/harness/simulate_cli.py"
-PLUGIN = "fastdeploy_mtp/plugin.py"
+PLUGIN = "fastdeploy_mtp/plugin/__init__.py"
+PLUGIN_DETECT = "fastdeploy_mtp/plugin/detect.py"
+PLUGIN_REPLACE = "fastdeploy_mtp/plugin/replace.py"
+PATCHES = "fastdeploy_mtp/plugin/patches/__init__.py"
+CHUNK_PATCH = "fastdeploy_mtp/plugin/patches/chunk_next_token.py"
+DOCTOR = "fastdeploy_mtp/doctor.py"
 REPRO = "fastdeploy_mtp/harness/reproduce.py"
 WITHOUT_FIX = "fastdeploy_mtp/harness/without_fix.py"
 REF_FD = "fastdeploy_mtp/reference_fastdeploy.py"
@@ -168,8 +173,8 @@ MUTATIONS = [
              "  if (!p.recompute & !p.shadow & !p.merged) {",
              "  if (!p.recompute & !p.shadow) {"),
     Mutation("pr6403 mask op keeps 9018ccf74's decode_states rule", H,
-             "  return f == Form::kShadow || f == Form::kPr6403;",
-             "  return f == Form::kShadow;"),
+             "  return f == Form::kShadow || f == Form::kPr6403 || f == Form::kCorrectedPr6403;",
+             "  return f == Form::kShadow || f == Form::kCorrectedPr6403;"),
     Mutation("pr6403 reference keeps 9018ccf74's decode_states rule", REF,
              "                                 every_decode or attn_mask_offsets_decoder is None)",
              "                                 attn_mask_offsets_decoder is None)"),
@@ -196,44 +201,89 @@ MUTATIONS = [
              '    v["seq_lens_this_time"][i] = 0\n'),
     # -- the FastDeploy plugin ----------------------------------------------------------
     Mutation("plugin chooses the first shipped form for any signature", PLUGIN,
-             '        candidates, why = detected, f"FastDeploy\'s {PREPROCESS} {what}"',
-             '        candidates, why = SHIPPED_FORMS[:1], f"FastDeploy\'s {PREPROCESS} {what}"'),
-    Mutation("plugin patches FastDeploy's ops module only", PLUGIN,
+             '        candidates, said = detected, f"{chosen_mode} mode"',
+             '        candidates, said = ("pr5245",), f"{chosen_mode} mode"'),
+    Mutation("plugin patches FastDeploy's ops module only", PLUGIN_REPLACE,
              "        for module in list(sys.modules.values()):",
-             "        for module in [sys.modules[FASTDEPLOY_OPS]]:"),
-    Mutation("plugin takes an unknown signature for the recompute form", PLUGIN,
+             "        for module in [sys.modules[\"fastdeploy.model_executor.ops.gpu\"]]:"),
+    Mutation("plugin takes an unknown signature for the recompute form", PLUGIN_DETECT,
              '        return None, f"{what}, as none of our forms does ({known})"',
              '        return ("recompute",), f"{what}, as none of our forms does ({known})"'),
     Mutation("plugin follows FASTDEPLOY_MTP_FORM to an op of another signature", PLUGIN,
-             "                not _matches(override, PREPROCESS, names, count):",
+             "                not matches(override, PREPROCESS, names, count):",
              "                False:"),
     Mutation("plugin lets an unforeseen failure out of register", PLUGIN,
              "        except Exception as e:  # whatever went wrong, FastDeploy runs on with its own ops",
              "        except ImportError as e:  # whatever went wrong, FastDeploy runs on with its own ops"),
-    Mutation("plugin probe's answer inverted", PLUGIN,
+    Mutation("plugin probe's answer inverted", PLUGIN_DETECT,
              "    matching = [form for form in candidates if probe.expect.get(form) == seen]",
              "    matching = [form for form in candidates if probe.expect.get(form) != seen]"),
     Mutation("plugin loads our library at register", PLUGIN,
-             "    modules = _replace(deferred.replacements())",
-             "    modules = _replace(deferred.replacements()) + 0 * bool(deferred._library("
+             "    modules = replace_everywhere(deferred.replacements())",
+             "    modules = replace_everywhere(deferred.replacements()) + 0 * bool(deferred._library("
              "deferred.preprocess, PREPROCESS))"),
-    Mutation("plugin leaves FastDeploy's 20-tensor op unknown", PLUGIN,
+    Mutation("plugin leaves FastDeploy's 20-tensor op unknown", PLUGIN_DETECT,
              'SHIPPED_FORMS = ("pr5245", "pr5738", "pr6403", "shadow")',
              'SHIPPED_FORMS = ("pr5738", "pr6403", "shadow")'),
-    Mutation("plugin keeps our mask op where the probe cannot tell", PLUGIN,
-             "            return None\n        if form is None:",
-             "            return self.candidates[0]\n        if form is None:"),
-    Mutation("plugin retries a library that failed to load", PLUGIN,
+    Mutation("plugin keeps our mask op where the probe cannot tell", PLUGIN_REPLACE,
+             "                f\"{self.preprocess} form's {PREPROCESS}\"))\n            return None",
+             "                f\"{self.preprocess} form's {PREPROCESS}\"))\n"
+             "            return self.use(self.candidates[0])"),
+    Mutation("plugin retries a library that failed to load", PLUGIN_REPLACE,
              "        if self.library_failed:\n            return None",
              "        if False:\n            return None"),
-    Mutation("plugin's first calls choose without the lock", PLUGIN,
+    Mutation("plugin's first calls choose without the lock", PLUGIN_REPLACE,
              "        with self.lock:", "        with threading.Lock():"),
-    Mutation("plugin probes on the default place", PLUGIN,
+    Mutation("plugin probes on the default place", PLUGIN_DETECT,
              "        return paddle.to_tensor(np.asarray(values, dtype), place=place)",
              "        return paddle.to_tensor(np.asarray(values, dtype))"),
-    Mutation("plugin returns every output in dynamic mode", PLUGIN,
+    Mutation("plugin returns every output in dynamic mode", PLUGIN_REPLACE,
              "        return outs[0] if isinstance(outs, (list, tuple)) else outs",
              "        return outs"),
+    # -- the corrected forms and the plugin's corrected mode ------------------------------
+    Mutation("corrected_pr5738 rolls a running decode back instead of re-syncing it", H,
+             "  return f == Form::kCorrectedPr5245 || f == Form::kCorrectedPr5738;\n}",
+             "  return f == Form::kCorrectedPr5245;\n}"),
+    Mutation("the corrected mask op numbers a decode from its cursor", H,
+             "  return f == Form::kShadow || f == Form::kCorrectedPr5738 || "
+             "f == Form::kCorrectedPr6403;",
+             "  return f == Form::kShadow || f == Form::kCorrectedPr6403;"),
+    Mutation("corrected_pr6403 keeps 9018ccf74's decode_states rule", H,
+             "  return f == Form::kShadow || f == Form::kPr6403 || f == Form::kCorrectedPr6403;",
+             "  return f == Form::kShadow || f == Form::kPr6403;"),
+    Mutation("reference's corrected decode re-syncs only a stopped draft", REF,
+             "            if stop[i] or resync_every_decode:",
+             "            if stop[i]:"),
+    Mutation("reference's corrected mask op keeps the cursor it was given", REF,
+             "            if from_kv:\n                cursor[i], rollback[i] = dec[i], 0",
+             "            if False:\n                cursor[i], rollback[i] = dec[i], 0"),
+    Mutation("plugin's corrected mode puts FastDeploy's own forms in place", PLUGIN,
+             "            use = CORRECTED_OF.get", "            use = (lambda form: form)"),
+    Mutation("plugin's default mode is exact", PLUGIN,
+             '    value = os.environ.get(MODE_VARIABLE, "") or "corrected"',
+             '    value = os.environ.get(MODE_VARIABLE, "") or "exact"'),
+    Mutation("plugin passes FastDeploy's int flag on to our op", PLUGIN_REPLACE,
+             "        if isinstance(value, numbers.Integral) and not isinstance(value, bool):",
+             "        if False:"),
+    Mutation("plugin's code marker always says pr5738", PLUGIN_DETECT,
+             "    form = present if found else absent", "    form = absent"),
+    Mutation("a patch applied to code it was not written for", PATCHES,
+             "    if digest not in patch.known:", "    if False:"),
+    Mutation("a patch's digest counts the docstring", PATCHES,
+             "        node.body = node.body[1:]  # its docstring is words, not code",
+             "        pass"),
+    Mutation("the chunk patch writes the next token one column late", CHUNK_PATCH,
+             "        return end - start - 1, int(tokens[end])",
+             "        return end - start, int(tokens[end])"),
+    Mutation("the chunk patch notes the prompt's last chunk too", CHUNK_PATCH,
+             "    if end - start >= 1 and end < len(tokens):",
+             "    if end - start >= 1 and end <= len(tokens):"),
+    Mutation("the judge leaves a chunk's own prefill unchecked", SIM,
+             "        ahead = set(node.chunks) if sub > 0 else set()",
+             "        ahead = set(node.chunks)"),
+    Mutation("doctor takes FD_PLUGINS trimmed", DOCTOR,
+             "    if ENTRY_POINT in names:",
+             "    if ENTRY_POINT in [n.strip() for n in names]:"),
     # -- the reproducer (python -m fastdeploy_mtp reproduce) -----------------------------
     Mutation("reproducer reads the invariant with the rollback's sign turned", REPRO,
              '        return (self.value("attn_mask_offsets_decoder") - self.value("mask_rollback")',
@@ -789,7 +839,8 @@ CPU_TESTS = ["tests/test_guarded.py", "tests/test_launch_plan.py", "tests/test_h
              "tests/test_reference_fastdeploy.py",
              "tests/test_form_shadow.py", "tests/test_fastdeploy_dropin.py",
              "tests/test_sim_fastdeploy.py", "tests/test_sim_chunked.py", "tests/test_cli.py",
-             "tests/test_plugin.py",
+             "tests/test_plugin.py", "tests/test_form_corrected.py", "tests/test_patches.py",
+             "tests/test_doctor.py",
              "tests/test_verdict.py", "tests/test_reproduce.py", "tests/test_build_lock.py",
              "tests/test_docs.py"]
 GPU_TESTS = ["tests/test_gpu.py", "tests/test_refusal_messages.py", "tests/test_bad_input.py",
@@ -810,6 +861,11 @@ NEAREST = {
     REF: ["tests/test_differential.py", "tests/test_properties.py"],
     REF_FD: ["tests/test_reference_fastdeploy.py", "tests/test_fastdeploy_kernels.py"],
     PLUGIN: ["tests/test_plugin.py"],
+    PLUGIN_DETECT: ["tests/test_plugin.py"],
+    PLUGIN_REPLACE: ["tests/test_plugin.py"],
+    PATCHES: ["tests/test_patches.py", "tests/test_plugin.py"],
+    CHUNK_PATCH: ["tests/test_patches.py", "tests/test_verdict.py"],
+    DOCTOR: ["tests/test_doctor.py"],
     REPRO: ["tests/test_reproduce.py", "tests/test_cli.py"],
     SIMFD: ["tests/test_sim_fastdeploy.py", "tests/test_sim_chunked.py", "tests/test_verdict.py"],
     SIM_MODELS: ["tests/test_sim_chunked.py", "tests/test_simulator.py"],
@@ -826,6 +882,8 @@ NEAREST = {
 }
 # A mutation named after a form is nearest to that form's own tests.
 FORM_TESTS = {"recompute": ["tests/test_form_recompute.py"],
+              **{f: ["tests/test_form_corrected.py"]
+                 for f in ("corrected_pr5245", "corrected_pr5738", "corrected_pr6403")},
               "shadow": ["tests/test_form_shadow.py"],
               **{f: [f"tests/test_form_{f}.py", "tests/test_fastdeploy_kernels.py"]
                  for f in ("pr5245", "pr5738", "pr6403", "xpu")}}

@@ -33,6 +33,7 @@ import numpy as np
 import pytest
 
 from fastdeploy_mtp import plugin, reference
+from fastdeploy_mtp.plugin import detect, log, replace
 from fastdeploy_mtp.signature import FORMS, preprocess_form
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,7 +99,7 @@ def drive(entry_point, commit, env=None, **spec):
     from helpers import child_env
 
     full = child_env(str(entry_point), str(STANDIN), FD_PLUGINS=None,
-                     **{plugin.FORM_VARIABLE: None})
+                     **{plugin.FORM_VARIABLE: None, plugin.MODE_VARIABLE: None})
     full.update(env or {})
     full["STANDIN_FASTDEPLOY_COMMIT"] = commit
     proc = subprocess.run([sys.executable, str(STANDIN / "drive.py"), json.dumps(spec)],
@@ -110,7 +111,7 @@ def drive(entry_point, commit, env=None, **spec):
     return _REPORTS[key]
 
 
-ENABLED = {"FD_PLUGINS": "fastdeploy_mtp"}
+ENABLED = {"FD_PLUGINS": "fastdeploy_mtp", "FASTDEPLOY_MTP_MODE": "exact"}
 
 
 def op_parameters(form):
@@ -135,18 +136,27 @@ def lines_of(got, level):
 
 # --- Each FastDeploy version gets its form -----------------------------------
 
+def patch_lines(got):
+    return [line for _, line in got["log"] if "patch " in line]
+
+
+@pytest.mark.parametrize("mode", ["exact", "corrected"])
 @pytest.mark.parametrize("form", ["pr5245", "pr5738", "pr6403", "shadow"])
-def test_fd_plugins_puts_the_form_of_each_fastdeploy_version_in_place(entry_point, form):
+def test_fd_plugins_puts_the_form_of_each_fastdeploy_version_in_place(entry_point, form, mode):
     """The proposer, imported before the plugins ran, calls our ops of the
-    form FastDeploy's are, which leave what the models of that form's ops
-    leave (the mask op's decode_states rule included); no module holds
-    FastDeploy's op objects any more; the static-graph names hold our
-    registered ops. A 22-tensor op is told pr5738 or pr6403 by one probe of
-    FastDeploy's own mask op, whose one INFO line names the form."""
-    got, _ = drive(entry_point, COMMIT_OF[form], ENABLED, proposer_first=True, run=form)
+    form FastDeploy's are (exact mode) or of the form that corrects it (the
+    corrected mode, the default: FASTDEPLOY_MTP_MODE unset), which leave what
+    the models of that form's ops leave (the mask op's decode_states rule
+    included); no module holds FastDeploy's op objects any more; the
+    static-graph names hold our registered ops. A 22-tensor op is told pr5738
+    or pr6403 by one probe of FastDeploy's own mask op, whose one INFO line
+    names the form."""
+    env = ENABLED if mode == "exact" else {"FD_PLUGINS": "fastdeploy_mtp"}
+    use = form if mode == "exact" else plugin.CORRECTED_OF[form]
+    got, _ = drive(entry_point, COMMIT_OF[form], env, proposer_first=True, run=use)
     assert got["mismatch"] is None, got["mismatch"]
     assert got["calls"] == [], f"the proposer's calls reached FastDeploy's ops: {got['calls']}"
-    assert got["held"] == ours(form), got["held"]
+    assert got["held"] == ours(use), got["held"]
     assert got["fastdeploy_left"] == [], got["fastdeploy_left"]
     assert got["signature"] == op_parameters(form)
     assert got["proposer_uses_ops_module"]
@@ -154,15 +164,22 @@ def test_fd_plugins_puts_the_form_of_each_fastdeploy_version_in_place(entry_poin
         assert got["mask_rule"] == [RULE_OF[form]], got["mask_rule"]
     probed = form in ("pr5738", "pr6403")
     assert got["probe_calls"] == ([MASK_CALL] if probed else []), got["probe_calls"]
-    assert [lvl for lvl, _ in got["log"]] == ["INFO"] * (2 if probed else 1), got["log"]
+    log = [entry for entry in got["log"] if "patch " not in entry[1]]
+    assert [lvl for lvl, _ in log] == ["INFO"] * (2 if probed else 1), got["log"]
+    # The stand-in's proposer is not FastDeploy's code: no patch fits it.
+    assert all("not applied" in line or "waits" in line for line in patch_lines(got)), got["log"]
+    assert bool(patch_lines(got)) == (mode == "corrected"), got["log"]
     line = got["log_at_register"][0][1]
-    assert "registered inputs" in line and "our library loads at their first call" in line, line
+    assert line.startswith(f"fastdeploy_mtp: {mode} mode, FastDeploy "), line
+    assert len(line) < 200, line
     if probed:
-        assert "the pr5738 or pr6403 form's update_attn_mask_offsets" in line, line
-        assert got["log"][1][1].endswith(f"as our {form} form's does: using our {form} form's "
-                                         "update_attn_mask_offsets"), got["log"][1][1]
+        assert (f"our {plugin.CORRECTED_OF['pr5738'] if mode == 'corrected' else 'pr5738'} or "
+                f"{plugin.CORRECTED_OF['pr6403'] if mode == 'corrected' else 'pr6403'} ops") \
+            in line, line
+        assert log[1][1].endswith(f"as our {form} form's does: using our {use} form's "
+                                  "update_attn_mask_offsets"), log[1][1]
     else:
-        assert line.startswith(f"using our {form} form of"), line
+        assert f": our {use} ops in place of its " in line, line
 
 
 @pytest.mark.parametrize("form", ["pr5245", "pr5738", "pr6403", "shadow"])
@@ -207,7 +224,7 @@ def test_fastdeploy_mtp_form_chooses_among_the_forms_of_fastdeploy_s_signature(e
     assert got["calls"] == [] and got["probe_calls"] == [], (got["calls"], got["probe_calls"])
     assert len(got["log"]) == 1, got["log"]
     level, line = got["log"][0]
-    assert level == "INFO" and f"our {form} form" in line
+    assert level == "INFO" and f"our {form} ops" in line
     assert f"{plugin.FORM_VARIABLE}={form}" in line, line
 
 
@@ -285,14 +302,13 @@ def test_a_library_that_fails_to_load_leaves_fastdeploy_s_ops(entry_point):
 
 
 @pytest.mark.parametrize("commit,upset,said", [
-    ("9018ccf74", "raise", "could not run (RuntimeError: the probe's tensors are refused)"),
     ("2178f2829", "nothing", "left decode_states [1, 7], attn_mask_offsets [0, 0], "
                              "attn_mask_offsets_decoder [3], mask_rollback [0], as none of our "
                              "forms pr5738, pr6403 does"),
 ])
 def test_a_probe_that_cannot_tell_leaves_fastdeploy_s_mask_op(entry_point, commit, upset, said):
-    """A probe of FastDeploy's mask op that raises, or leaves what neither
-    form's op leaves: one WARNING line, FastDeploy's mask op for the process
+    """A probe of FastDeploy's mask op that leaves what neither form's op
+    leaves (an op none of ours is): one WARNING line, FastDeploy's mask op for the process
     (back in every module), our preprocess (one kernel for both forms)."""
     form = {"9018ccf74": "pr5738", "2178f2829": "pr6403"}[commit]
     got, _ = drive(entry_point, commit, ENABLED, proposer_first=True, run=form, mask_upset=upset)
@@ -306,6 +322,47 @@ def test_a_probe_that_cannot_tell_leaves_fastdeploy_s_mask_op(entry_point, commi
     assert [lvl for lvl, _ in got["log"]] == ["INFO", "WARNING"], got["log"]
     line = got["log"][1][1]
     assert said in line and "FastDeploy's update_attn_mask_offsets stays in use" in line, line
+
+
+def test_a_probe_that_cannot_run_is_told_by_fastdeploy_s_code(entry_point):
+    """FastDeploy's mask op raising at the probe (as a CPU-only FastDeploy,
+    with no compiled op, does): FastDeploy's Python package tells the two
+    forms apart instead. The stand-in, like 9018ccf74, has no
+    spec_decode/suffix.py: the pr5738 form, and one INFO line saying why."""
+    got, _ = drive(entry_point, "9018ccf74", ENABLED, proposer_first=True, run="pr5738",
+                   mask_upset="raise")
+    assert got["probe_calls"] == [MASK_CALL] and got["calls"] == [], got
+    assert got["held"] == ours("pr5738"), got["held"]
+    assert got["mismatch"] is None and got["mask_rule"] == ["pr5738"], got
+    assert [lvl for lvl, _ in got["log"]] == ["INFO", "INFO"], got["log"]
+    line = got["log"][1][1]
+    assert "could not run (RuntimeError: the probe's tensors are refused)" in line, line
+    assert "lacks suffix.py" in line and line.endswith("using our pr5738 form's "
+                                                       "update_attn_mask_offsets"), line
+
+
+@pytest.mark.parametrize("files,form", [((), "pr5738"), (("suffix.py",), "pr6403"),
+                                        (("suffix.pyc",), "pr5738")])
+def test_the_code_marker_reads_fastdeploy_s_package(tmp_path, monkeypatch, files, form):
+    """2178f2829, which changed the mask op's decode_states rule, added
+    fastdeploy/spec_decode/suffix.py; 9018ccf74 lacks it."""
+    package = tmp_path / "fastdeploy" / "spec_decode"
+    package.mkdir(parents=True)
+    (tmp_path / "fastdeploy" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    for name in files:
+        (package / name).write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ours = lambda: [m for m in sys.modules if m == "fastdeploy" or m.startswith("fastdeploy.")]
+    for name in ours():
+        monkeypatch.delitem(sys.modules, name)
+    try:
+        got, words = detect.code_marker(("pr5738", "pr6403"))
+    finally:  # the fake package imported here must not outlive the test
+        for name in ours():
+            del sys.modules[name]
+    assert got == form, words
+    assert detect.code_marker(("pr5245",)) == (None, "")
 
 
 def test_a_failure_register_does_not_foresee_is_one_line(entry_point):
@@ -324,7 +381,7 @@ def test_no_fastdeploy_op_is_one_line(entry_point):
 
 
 @pytest.mark.parametrize("env,said", [
-    (ENABLED, "using our pr5738 form's"),  # Paddle, imported, gave the root logger a handler
+    (ENABLED, "our pr5738 or pr6403 ops"),  # Paddle, imported, gave the root logger a handler
     ({**ENABLED, plugin.FORM_VARIABLE: "bogus"}, "'bogus' is none of our forms"),  # nothing did
 ])
 def test_the_line_reaches_stderr_where_the_process_configured_no_logging(entry_point, env, said):
@@ -339,20 +396,20 @@ def test_our_own_forms_are_never_detected():
     """Ours alone, and commit 0956b09a's (on no FastDeploy branch): no
     FastDeploy registration chooses the rollback or the recompute form (the
     recompute form's is pr5738's)."""
-    assert plugin.SIGNATURES and all("rollback" not in forms and "recompute" not in forms
-                                     for forms in plugin.SIGNATURES.values())
+    assert detect.SIGNATURES and all("rollback" not in forms and "recompute" not in forms
+                                     for forms in detect.SIGNATURES.values())
 
 
 def test_forms_that_share_a_signature_have_a_probe_and_one_preprocess_kernel():
     """The probe runs at the mask op's first call, after the preprocess has
     run: the preprocess must be the same for every form the probe may
     choose."""
-    shared = [forms for forms in plugin.SIGNATURES.values() if len(forms) > 1]
-    assert shared and all(forms in plugin.PROBES for forms in shared)
+    shared = [forms for forms in detect.SIGNATURES.values() if len(forms) > 1]
+    assert shared and all(forms in detect.PROBES for forms in shared)
     for forms in shared:
-        assert set(plugin.PROBES[forms].expect) == set(forms)
+        assert set(detect.PROBES[forms].expect) == set(forms)
         assert len({preprocess_form(f) for f in forms}) == 1
-        assert len(set(plugin.PROBES[forms].expect.values())) == len(forms)
+        assert len(set(detect.PROBES[forms].expect.values())) == len(forms)
 
 
 def as_fastdeploy_op(model):
@@ -384,11 +441,11 @@ def test_the_probe_expects_what_each_form_s_op_and_fastdeploy_s_kernel_leave(for
 
     from fastdeploy_mtp import forms
 
-    probe = plugin.PROBES[("pr5738", "pr6403")]
+    probe = detect.PROBES[("pr5738", "pr6403")]
     raw = forms.load(form).library.update_attn_mask_offsets
     assert probe.run(raw, paddle.CPUPlace()) == probe.expect[form]
     assert probe.run(as_fastdeploy_op(model), paddle.CPUPlace()) == probe.expect[form]
-    assert plugin.choose(("pr5738", "pr6403"), as_fastdeploy_op(model),
+    assert detect.choose(("pr5738", "pr6403"), as_fastdeploy_op(model),
                          paddle.CPUPlace())[0] == form
 
 
@@ -406,9 +463,9 @@ def test_the_probe_runs_on_the_gpu(form):
     from fastdeploy_mtp import forms
 
     raw = forms.load(form).library.update_attn_mask_offsets
-    probe = plugin.PROBES[("pr5738", "pr6403")]
+    probe = detect.PROBES[("pr5738", "pr6403")]
     assert probe.run(raw, paddle.CUDAPlace(0)) == probe.expect[form]
-    assert plugin.choose(("pr5738", "pr6403"), raw, paddle.CUDAPlace(0))[0] == form
+    assert detect.choose(("pr5738", "pr6403"), raw, paddle.CUDAPlace(0))[0] == form
 
 
 def test_the_probe_builds_its_state_on_the_place_it_is_given(monkeypatch):
@@ -425,7 +482,7 @@ def test_the_probe_builds_its_state_on_the_place_it_is_given(monkeypatch):
         return to_tensor(data, dtype=dtype, place=paddle.CPUPlace(), stop_gradient=stop_gradient)
 
     monkeypatch.setattr(paddle, "to_tensor", recording)
-    plugin.PROBES[("pr5738", "pr6403")].run(fastdeploy_op, place)
+    detect.PROBES[("pr5738", "pr6403")].run(fastdeploy_op, place)
     assert len(asked) == 10 and all(p is place for p in asked), asked
 
 
@@ -433,31 +490,31 @@ def test_the_place_is_that_of_the_call_s_ids_remove_padding():
     import paddle
 
     ids, other = paddle.to_tensor([1]), paddle.to_tensor([2])
-    assert plugin._call_place((ids, other), {}) == ids.place
-    assert plugin._call_place((), {"seq_lens_this_time": other, "ids_remove_padding": ids}) \
+    assert replace.call_place((ids, other), {}) == ids.place
+    assert replace.call_place((), {"seq_lens_this_time": other, "ids_remove_padding": ids}) \
         == ids.place
     with pytest.raises(TypeError, match="not a paddle.Tensor"):
-        plugin._call_place((np.zeros(1),), {})
+        replace.call_place((np.zeros(1),), {})
     paddle.enable_static()
     try:
         with pytest.raises(RuntimeError, match="static graph"):
-            plugin._call_place((ids,), {})
+            replace.call_place((ids,), {})
     finally:
         paddle.disable_static()
 
 
 def test_choose_takes_the_one_candidate_and_tells_several_apart_by_their_probe(monkeypatch):
     seen = []
-    probe = plugin.Probe(op=MASK, state="s", run=lambda op, place: seen.append((op, place)) or op,
+    probe = detect.Probe(op=MASK, state="s", run=lambda op, place: seen.append((op, place)) or op,
                          expect={"pr5738": "a", "pr6403": "b"}, fields=("x",))
-    monkeypatch.setitem(plugin.PROBES, ("pr5738", "pr6403"), probe)
-    assert plugin.choose(("pr5245",))[0] == "pr5245" and seen == []
-    assert plugin.choose(("pr5738", "pr6403"), "b", "here")[0] == "pr6403"
+    monkeypatch.setitem(detect.PROBES, ("pr5738", "pr6403"), probe)
+    assert detect.choose(("pr5245",))[0] == "pr5245" and seen == []
+    assert detect.choose(("pr5738", "pr6403"), "b", "here")[0] == "pr6403"
     assert seen == [("b", "here")]
-    assert plugin.choose(("pr5738", "pr6403"), "a", "here")[0] == "pr5738"
-    form, what = plugin.choose(("pr5738", "pr6403"), "c", "here")
+    assert detect.choose(("pr5738", "pr6403"), "a", "here")[0] == "pr5738"
+    form, what = detect.choose(("pr5738", "pr6403"), "c", "here")
     assert form is None and "as none of our forms" in what, what
-    assert plugin.choose(("rollback", "recompute"), "a", "here")[0] is None
+    assert detect.choose(("rollback", "recompute"), "a", "here")[0] is None
 
 
 class FakeOps:
@@ -482,7 +539,7 @@ def test_the_first_calls_of_many_threads_run_one_probe(caplog):
         time.sleep(0.05)  # a slow probe: the other threads arrive meanwhile
         return model(*tensors)
 
-    deferred = plugin._Deferred(FakeOps(draft_model_preprocess=lambda *a: None,
+    deferred = replace.Deferred(FakeOps(draft_model_preprocess=lambda *a: None,
                                         update_attn_mask_offsets=fastdeploy_mask),
                                 ("pr5738", "pr6403"))
     stand_in = deferred.stand_ins[MASK]
@@ -498,7 +555,7 @@ def test_the_first_calls_of_many_threads_run_one_probe(caplog):
         outs[k] = (stand_in(*[t[n] for n in FORMS["pr6403"][MASK].input_names]).numpy(),
                    t["decode_states"].numpy())
 
-    with caplog.at_level(logging.INFO, logger=plugin.LOGGER_NAME):
+    with caplog.at_level(logging.INFO, logger=log.LOGGER_NAME):
         threads = [threading.Thread(target=call, args=(k,)) for k in range(len(inputs))]
         for th in threads:
             th.start()
@@ -522,12 +579,12 @@ def test_a_first_call_in_a_static_graph_keeps_fastdeploy_s_mask_op(caplog):
     import paddle
 
     fastdeploy_mask = object()
-    deferred = plugin._Deferred(FakeOps(draft_model_preprocess=lambda *a: None,
+    deferred = replace.Deferred(FakeOps(draft_model_preprocess=lambda *a: None,
                                         update_attn_mask_offsets=fastdeploy_mask),
                                 ("pr5738", "pr6403"))
     paddle.enable_static()
     try:
-        with caplog.at_level(logging.INFO, logger=plugin.LOGGER_NAME):
+        with caplog.at_level(logging.INFO, logger=log.LOGGER_NAME):
             chosen = deferred.choose(MASK, (None,), {})
     finally:
         paddle.disable_static()
@@ -544,11 +601,11 @@ def test_ours_return_what_fastdeploy_s_return():
     def raw(*args):
         return ["first", "second"]
 
-    assert plugin._as_fastdeploy_returns(raw, "pr5738", keep_first=False)() is None
-    assert plugin._as_fastdeploy_returns(raw, "pr5738", keep_first=True)() == "first"
+    assert replace.as_fastdeploy_returns(raw, "pr5738", keep_first=False)() is None
+    assert replace.as_fastdeploy_returns(raw, "pr5738", keep_first=True)() == "first"
     paddle.enable_static()
     try:
-        assert plugin._as_fastdeploy_returns(raw, "pr5738", keep_first=True)() == raw()
+        assert replace.as_fastdeploy_returns(raw, "pr5738", keep_first=True)() == raw()
     finally:
         paddle.disable_static()
 
@@ -569,15 +626,15 @@ def test_an_extension_function_s_parameters_are_read_from_its_docstring(form, ca
     """Names where it states them, else their number (argN)."""
     params = op_parameters(form)
     named = ExtensionFunction(PRE, params)
-    assert plugin._parameters(named) == (tuple(params), len(params))
+    assert detect.parameters(named) == (tuple(params), len(params))
     unnamed = ExtensionFunction(PRE, [f"arg{k}" for k in range(len(params))])
-    assert plugin._parameters(unnamed) == (None, len(params))
+    assert detect.parameters(unnamed) == (None, len(params))
 
     ops = FakeOps(draft_model_preprocess=unnamed)
-    assert plugin._detect(ops, unnamed)[0] == candidates
-    assert plugin._detect(ops, named)[0] == candidates
+    assert detect.forms_of(ops, unnamed)[0] == candidates
+    assert detect.forms_of(ops, named)[0] == candidates
     unknown = ExtensionFunction(PRE, ["arg0"] * (len(params) + 1))
-    assert plugin._detect(ops, unknown)[0] is None
+    assert detect.forms_of(ops, unknown)[0] is None
 
 
 def test_a_mask_op_of_another_form_makes_the_signature_unknown():
@@ -585,7 +642,38 @@ def test_a_mask_op_of_another_form_makes_the_signature_unknown():
     preprocess = ExtensionFunction(PRE, op_parameters("pr5738"))
     mask = ExtensionFunction(MASK, FORMS["shadow"][MASK].input_names)
     ops = FakeOps(draft_model_preprocess=preprocess, update_attn_mask_offsets=mask)
-    form, what = plugin._detect(ops, preprocess)
+    form, what = detect.forms_of(ops, preprocess)
     assert form is None and "update_attn_mask_offsets takes 8 parameters" in what, what
     ops.__dict__[MASK] = ExtensionFunction(MASK, FORMS["pr6403"][MASK].input_names)
-    assert plugin._detect(ops, preprocess)[0] == ("pr5738", "pr6403")
+    assert detect.forms_of(ops, preprocess)[0] == ("pr5738", "pr6403")
+
+
+@pytest.mark.parametrize("form", ["pr5245", "corrected_pr5245", "corrected_pr5738"])
+@pytest.mark.parametrize("static_name", [False, True])
+def test_an_int_flag_is_taken_where_fastdeploy_passes_one(form, static_name):
+    """FastDeploy 88d44a2c9 to ba915e03e passes envs.ENABLE_V1_KVCACHE_SCHEDULER,
+    an int (fastdeploy/envs.py line 84 at ba915e03e), as the bool attribute
+    kvcache_scheduler_v1 (mtp.py lines 684 and 709 there); its C++ op takes
+    it. Our registered op refuses an int, so the plugin's stand-ins give it
+    the bool: the same result as with True, in both its names."""
+    from fastdeploy_mtp import forms
+    from fastdeploy_mtp.harness import states as st_
+    from helpers import to_numpy, to_tensors
+
+    sig = FORMS[form][PRE]
+    rng = np.random.default_rng(11)
+    s = st_.recompute_state(rng, 12, num_model_step=3)
+    s = {n: s[n] for n in sig.input_names}
+    raw = forms.load(form).library.draft_model_preprocess
+    with pytest.raises(TypeError):  # what FastDeploy's int meets without the stand-in
+        t = to_tensors(s)
+        raw(*[t[n] for n in sig.input_names], 3, True, False, 1)
+    ours = (replace.as_static(raw, form, PRE) if static_name
+            else replace.as_fastdeploy_returns(raw, form, keep_first=False))
+    got, want = to_tensors(s), to_tensors(s)
+    ours(*[got[n] for n in sig.input_names], 3, True, False, 1)
+    raw(*[want[n] for n in sig.input_names], 3, True, False, True)
+    for name in sig.input_names:
+        np.testing.assert_array_equal(to_numpy(got)[name], to_numpy(want)[name], err_msg=name)
+    assert not np.array_equal(to_numpy(got)["seq_lens_this_time"], s["seq_lens_this_time"]) or \
+        not np.array_equal(to_numpy(got)["stop_flags"], s["stop_flags"])

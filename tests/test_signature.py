@@ -11,8 +11,8 @@ import pytest
 
 from fastdeploy_mtp import forms, ops, reference
 from fastdeploy_mtp.registration import differences, read_registered
-from fastdeploy_mtp.signature import (FORMS, GENERATED_HEADERS, OPS, cpp_checks, cpp_params,
-                                      cpp_views, op_name)
+from fastdeploy_mtp.signature import FORMS, OPS, op_name
+from fastdeploy_mtp.signature_cpp import GENERATED_HEADERS, cpp_checks, cpp_params, cpp_views
 from helpers import preprocess_attrs, to_numpy, to_tensors
 from fastdeploy_mtp.harness import states
 

@@ -76,3 +76,53 @@ def test_sampled_chunked_rows_are_what_the_command_prints(form, role, k):
             for line in docs_table(verdict.CHUNKED_HEADER)[2:]}
     assert verdict.row(form, role, k, CHUNK) == want[(form, role, str(k))]
 
+
+
+# The table with the plugin (verdict --plugin): each FastDeploy version as
+# shipped and with FD_PLUGINS=fastdeploy_mtp.
+from fastdeploy_mtp.harness import plugin_verdict  # noqa: E402
+from fastdeploy_mtp.plugin import CORRECTED_OF  # noqa: E402
+
+
+def plugin_rows():
+    return {tuple(c.strip() for c in line.split("|")[1:5]): line
+            for line in docs_table(plugin_verdict.HEADER)[2:]}
+
+
+def test_the_plugin_table_has_every_version_role_k_and_prefill_in_the_command_s_order():
+    table = docs_table(plugin_verdict.HEADER)
+    assert "\n".join(table[:2]) == plugin_verdict.HEADER
+    keys = [tuple(c.strip() for c in line.split("|")[1:5]) for line in table[2:]]
+    assert keys == [(f"{plugin_verdict.VERSIONS[f]} ({f})", r, str(k), p)
+                    for f in plugin_verdict.VERSIONS for r in plugin_verdict.ROLES
+                    for k in plugin_verdict.KS for p in plugin_verdict.PREFILLS]
+    assert set(plugin_verdict.VERSIONS) == set(CORRECTED_OF)
+
+
+def test_with_the_plugin_every_row_of_the_docs_table_is_exact():
+    """0 disagreements, 0 violations and 0 writes outside a row in every
+    row, with a draft that checked tokens."""
+    for key, line in plugin_rows().items():
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        assert int(cells[7]) > 0 and cells[8:] == ["0", "0", "0"], (key, cells)
+
+
+PLUGIN_SAMPLE = [("pr5245", "mixed", 2, "whole"), ("pr5738", "pd", 3, "chunks of 8"),
+                 ("shadow", "mixed", 1, "chunks of 8"), ("pr6403", "pd", 2, "prefix cache")]
+
+
+@pytest.mark.parametrize("form,role,k,prefill", PLUGIN_SAMPLE)
+def test_sampled_plugin_rows_are_what_the_command_prints(form, role, k, prefill):
+    key = (f"{plugin_verdict.VERSIONS[form]} ({form})", role, str(k), prefill)
+    assert plugin_verdict.row(form, role, k, prefill) == plugin_rows()[key]
+
+
+def test_the_judge_sees_the_chunk_drift_the_plugin_s_patch_removes():
+    """The shipped shadow runner drifts under chunked prefill at k = 1 (its
+    preprocess puts the base model's dropped sample at a chunk's last draft
+    input), and no longer with the plugin, whose only change there is the
+    patch (the shadow form's ops are the same)."""
+    shipped = plugin_verdict.run("shadow", "mixed", 1, "chunks of 8", False)
+    ours = plugin_verdict.run("shadow", "mixed", 1, "chunks of 8", True)
+    assert shipped.model.disagreements > 0 and ours.model.disagreements == 0
+    assert shipped.model.tokens == ours.model.tokens

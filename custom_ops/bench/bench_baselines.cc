@@ -159,3 +159,69 @@ PD_BUILD_OP(bench_baseline_mask_shadow)
     .Outputs({MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_OUTPUTS})
     .SetInplaceMap({MTP_SHADOW_UPDATE_ATTN_MASK_OFFSETS_INPLACE})
     .SetKernelFn(PD_KERNEL(BenchBaselineMaskShadow));
+
+void BenchBaselinePreprocessCorrectedPr5245(MTP_CORRECTED_PR5245_DRAFT_MODEL_PREPROCESS_PARAMS) {
+  mtp_bench::run_baseline_preprocess<mtp::Form::kCorrectedPr5245>(
+      mtp::corrected_pr5245::draft_model_preprocess_views(MTP_CORRECTED_PR5245_DRAFT_MODEL_PREPROCESS_ARGS),
+      512);
+}
+PD_BUILD_OP(bench_baseline_preprocess_corrected_pr5245)
+    .Inputs({MTP_CORRECTED_PR5245_DRAFT_MODEL_PREPROCESS_INPUTS})
+    .Outputs({MTP_CORRECTED_PR5245_DRAFT_MODEL_PREPROCESS_OUTPUTS})
+    .Attrs({MTP_CORRECTED_PR5245_DRAFT_MODEL_PREPROCESS_ATTRS})
+    .SetInplaceMap({MTP_CORRECTED_PR5245_DRAFT_MODEL_PREPROCESS_INPLACE})
+    .SetKernelFn(PD_KERNEL(BenchBaselinePreprocessCorrectedPr5245));
+
+std::vector<paddle::Tensor> BenchBaselineMaskCorrectedPr5245(MTP_UPDATE_ATTN_MASK_OFFSETS_PARAMS) {
+  return mtp_bench::run_baseline_mask<mtp::Form::kCorrectedPr5738>(
+      mtp::corrected_pr5245::update_attn_mask_offsets_views(MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS));
+}
+PD_BUILD_OP(bench_baseline_mask_corrected_pr5245)
+    .Inputs({MTP_UPDATE_ATTN_MASK_OFFSETS_INPUTS})
+    .Outputs({MTP_UPDATE_ATTN_MASK_OFFSETS_OUTPUTS})
+    .SetInplaceMap({MTP_UPDATE_ATTN_MASK_OFFSETS_INPLACE})
+    .SetKernelFn(PD_KERNEL(BenchBaselineMaskCorrectedPr5245));
+
+void BenchBaselinePreprocessCorrectedPr5738(MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_PARAMS) {
+  mtp_bench::run_baseline_preprocess<mtp::Form::kCorrectedPr5738>(
+      mtp::corrected_pr5738::draft_model_preprocess_views(MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_ARGS),
+      512);
+}
+PD_BUILD_OP(bench_baseline_preprocess_corrected_pr5738)
+    .Inputs({MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_INPUTS})
+    .Outputs({MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_OUTPUTS})
+    .Attrs({MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_ATTRS})
+    .SetInplaceMap({MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_INPLACE})
+    .SetKernelFn(PD_KERNEL(BenchBaselinePreprocessCorrectedPr5738));
+
+std::vector<paddle::Tensor> BenchBaselineMaskCorrectedPr5738(MTP_UPDATE_ATTN_MASK_OFFSETS_PARAMS) {
+  return mtp_bench::run_baseline_mask<mtp::Form::kCorrectedPr5738>(
+      mtp::corrected_pr5738::update_attn_mask_offsets_views(MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS));
+}
+PD_BUILD_OP(bench_baseline_mask_corrected_pr5738)
+    .Inputs({MTP_UPDATE_ATTN_MASK_OFFSETS_INPUTS})
+    .Outputs({MTP_UPDATE_ATTN_MASK_OFFSETS_OUTPUTS})
+    .SetInplaceMap({MTP_UPDATE_ATTN_MASK_OFFSETS_INPLACE})
+    .SetKernelFn(PD_KERNEL(BenchBaselineMaskCorrectedPr5738));
+
+void BenchBaselinePreprocessCorrectedPr6403(MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_PARAMS) {
+  mtp_bench::run_baseline_preprocess<mtp::Form::kCorrectedPr5738>(
+      mtp::corrected_pr6403::draft_model_preprocess_views(MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_ARGS),
+      512);
+}
+PD_BUILD_OP(bench_baseline_preprocess_corrected_pr6403)
+    .Inputs({MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_INPUTS})
+    .Outputs({MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_OUTPUTS})
+    .Attrs({MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_ATTRS})
+    .SetInplaceMap({MTP_CORRECTED_PR5738_DRAFT_MODEL_PREPROCESS_INPLACE})
+    .SetKernelFn(PD_KERNEL(BenchBaselinePreprocessCorrectedPr6403));
+
+std::vector<paddle::Tensor> BenchBaselineMaskCorrectedPr6403(MTP_UPDATE_ATTN_MASK_OFFSETS_PARAMS) {
+  return mtp_bench::run_baseline_mask<mtp::Form::kCorrectedPr6403>(
+      mtp::corrected_pr6403::update_attn_mask_offsets_views(MTP_UPDATE_ATTN_MASK_OFFSETS_ARGS));
+}
+PD_BUILD_OP(bench_baseline_mask_corrected_pr6403)
+    .Inputs({MTP_UPDATE_ATTN_MASK_OFFSETS_INPUTS})
+    .Outputs({MTP_UPDATE_ATTN_MASK_OFFSETS_OUTPUTS})
+    .SetInplaceMap({MTP_UPDATE_ATTN_MASK_OFFSETS_INPLACE})
+    .SetKernelFn(PD_KERNEL(BenchBaselineMaskCorrectedPr6403));

@@ -95,13 +95,18 @@ class DraftRunner:
         self.held[slot, :held.shape[0]] = held
 
     def substep(self, ids: np.ndarray, fed: List[tuple], offsets: np.ndarray, tally: ModelTally,
-                where: str) -> Dict[int, int]:
+                where: str, unchecked=frozenset()) -> Dict[int, int]:
         """The cached forward over `fed` = [(slot, q, n, kv_start)], checked against
-        the cache-free one. Returns each fed slot's greedy next token."""
+        the cache-free one, but for the slots in `unchecked` (whose outputs the
+        runner drops, and whose K/V it computes again before anything attends
+        it). Returns each fed slot's greedy next token."""
         logits = self.model.forward_cached(ids, fed, offsets)
         greedy = {}
         for slot, q, n, start in fed:
             self.held[slot, start:start + n] = ids[q:q + n]
+            if slot in unchecked:
+                greedy[slot] = int(logits[q + n - 1].argmax())
+                continue
             M = start + n
             ends = true_ends(self.prompt_offsets[slot], np.arange(M))
             unwritten = np.nonzero(self.held[slot, :M] < 0)[0]

@@ -113,6 +113,11 @@ RUNNERS = {
     # chunk's drift is shown up to the preprocess: no mask call, no
     # decode-node insert).
     "shadow": RunnerCode("c29e86fc9", "728-748", "", "", ""),
+    # The corrected forms stand behind the ops of the version they correct
+    # (the plugin's corrected mode), driven by that version's runner.
+    "corrected_pr5245": RunnerCode("ba915e03e", "685-709", "694-695", "797-808", "503-523"),
+    "corrected_pr5738": RUNNER_9018CCF74,
+    "corrected_pr6403": RunnerCode("2178f2829", "698-725", "707-708", "828-841", ""),
 }
 
 
@@ -209,6 +214,8 @@ CASES: Dict[str, Dict[str, Optional[Case]]] = {
     "xpu": {"mixed": Case("running", MASK_END, XPU_ROLLBACK),
             "pd": Case("insert", MASK_END, XPU_ON_A_DECODE_NODE)},
     "shadow": {role: None for role in ROLES},
+    **{form: {role: None for role in ROLES}
+       for form in ("corrected_pr5245", "corrected_pr5738", "corrected_pr6403")},
 }
 K1 = ("with one draft substep a step (k = 1) nothing is rolled back (k - 1 = 0) and a draft "
       "that stops re-syncs to the positions it holds: every form's k = 1 row is exact")
@@ -221,6 +228,11 @@ EXACT = {
     "shadow": "the shadow form keeps no state of its own from one step to the next: its KV "
               "positions are the base model's less the accepted tokens, and its mask ends "
               "follow them, so there is nothing to drift",
+    **{form: "the corrected forms take every running decode's KV positions and step from the "
+             "base model less the accepted tokens, as the shadow form does, and number a "
+             "decode's mask ends from its KV positions, whatever the runner did to the cursor: "
+             "there is nothing to drift"
+       for form in ("corrected_pr5245", "corrected_pr5738", "corrected_pr6403")},
 }
 
 

@@ -130,6 +130,7 @@ from typing import Iterable
 import numpy as np
 
 from .. import forms
+from ..plugin.patches.chunk_next_token import chunk_next_token, write_next_tokens
 from ..signature import FORMS
 from ..buffers import SLOT_FIELDS, read, write
 from ..slots import Request
@@ -266,12 +267,14 @@ RUNNER_C29E86FC9 = ("shadow", "xpu")
 
 
 def insert(proposer, requests: Iterable[Request], recompute=None, form: str = "rollback",
-           spans=None) -> None:
+           spans=None, pending=None) -> None:
     """FastDeploy's insert_tasks_v1 of `form`'s version, written into the
     proposer's buffers (and, in the recompute form, into `recompute`: its
     recompute_token_num). Buffers it does not name keep what they hold.
     `spans` ({slot: (start, end)}, mixed and prefill nodes) hands a request's
-    prompt as that chunk (prefill_spans) instead of whole."""
+    prompt as that chunk (prefill_spans) instead of whole. `pending` (the
+    plugin's patch of the insert, ``plugin.patches.chunk_next_token``): the
+    dict the patch notes a chunk's next token in, for prepare_inputs."""
     cfg = proposer.config
     decode = cfg.role == "decode"
     a = {n: read(proposer.state[n]) for n in SLOT_FIELDS}
@@ -299,6 +302,10 @@ def insert(proposer, requests: Iterable[Request], recompute=None, form: str = "r
         generated = tokens.shape[0] - n
         a["step_idx"][i] = generated if end >= tokens.shape[0] else 0
         a["attn_mask_offsets_full"][i, :length] = offsets[start:end]
+        if pending is not None and not decode:
+            noted = chunk_next_token(start, end, tokens)
+            if noted is not None:
+                pending[i] = noted
         if form != "shadow":  # the shadow versions' GPU runner keeps no cursor
             a["attn_mask_offsets_decoder"][i] = int(offsets[end - 1]) + 1
         if decode:
@@ -433,15 +440,22 @@ def max_dec_lens(proposer, max_dec_len: int):
 
 
 def prepare_inputs(proposer, tally: OutsideWrites, where: str, recompute=None,
-                   max_dec_len=None, form=None) -> bool:
+                   max_dec_len=None, form=None, pending=None) -> bool:
     """draft_model_preprocess as FastDeploy's proposer calls it
     (``preprocess_call``), after counting what FastDeploy's kernel would
     write outside a row on this state; returns not_need_stop. With
     `recompute` (recompute_counts) the recompute form's op, with `max_dec_len`
-    (max_dec_lens) the shadow form's; `form` names a 22-tensor form's rules."""
+    (max_dec_lens) the shadow form's; `form` names a 22-tensor form's rules.
+    `pending` (the plugin's patch, noted by insert): each chunk's next token
+    is written at its last draft input after the op, and forgotten."""
     form, inputs, attrs = preprocess_call(proposer, recompute, max_dec_len, form)
     count_preprocess_writes(form, inputs, attrs, tally, where)
     forms.load(form).draft_model_preprocess(*inputs.values(), *attrs.values())
+    if pending:
+        ids = read(proposer.state["input_ids"])
+        write_next_tokens(ids, pending)
+        write(proposer.state["input_ids"], ids)
+        pending.clear()
     return bool(proposer.state["not_need_stop"].numpy()[0])
 
 

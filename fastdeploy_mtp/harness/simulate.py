@@ -34,6 +34,7 @@ from ..buffers import make_base_buffers, read as _read, write as _write
 from ..captured import CapturedDraft
 from .draft_check import DraftRunner, ModelTally, true_ends
 from . import sim_fastdeploy
+from ..plugin import CORRECTED_OF
 from ..proposer import MTPProposer, ProposerConfig, Request
 from ..signature import DRAFT_MODEL_PREPROCESS, FORMS
 from .sim_models import VOCAB, ScriptedBase, SlotLife, draft_substep_update
@@ -171,9 +172,12 @@ class FastDeployDraft(EagerDraft):
     (``--runner fastdeploy``)."""
 
     def __init__(self, proposer: MTPProposer, outside: sim_fastdeploy.OutsideWrites,
-                 form: str = "rollback", max_dec_len: int = 0):
+                 form: str = "rollback", max_dec_len: int = 0, patched: bool = False):
         super().__init__(proposer)
         self.outside, self.step, self.form = outside, 0, form
+        # The plugin's patches of FastDeploy's proposer (--plugin): the chunks'
+        # next tokens its insert notes for the next preprocess.
+        self.pending = {} if patched else None
         # The 22-tensor forms' recompute_token_num and the shadow form's
         # max_dec_len, FastDeploy's runner's own.
         inputs = FORMS[form][DRAFT_MODEL_PREPROCESS.name].input_names
@@ -186,7 +190,7 @@ class FastDeployDraft(EagerDraft):
         where = f"step {self.step} {self.proposer.config.role}"
         self.step += 1
         return sim_fastdeploy.prepare_inputs(self.proposer, self.outside, where, self.recompute,
-                                             self.max_dec_len, self.form)
+                                             self.max_dec_len, self.form, self.pending)
 
     def mask_offsets(self, ids: np.ndarray, cu: np.ndarray) -> np.ndarray:
         import paddle
@@ -230,7 +234,10 @@ def make_node(name, role, k, args, rng, legacy, outside=None) -> Node:
     buffers = make_base_buffers(args.batch, k, place)
     # The form is the command line's (--form), never the process's
     # (FASTDEPLOY_MTP_FORM chooses fastdeploy_mtp.ops' form, not this run's).
+    # With --plugin, FastDeploy's runner calls the corrected form of its version's.
     form = getattr(args, "form", "rollback")
+    plugin = outside is not None and getattr(args, "plugin", False)
+    form = CORRECTED_OF[form] if plugin else form
     proposer = (ProposerWithoutFix if legacy else MTPProposer)(cfg, buffers, place, form=form)
     base = ScriptedBase(buffers, k, args.max_dec_len,
                         finish_prob=0.0 if role == "prefill" else args.finish_prob,
@@ -241,7 +248,7 @@ def make_node(name, role, k, args, rng, legacy, outside=None) -> Node:
         runner = DraftRunner(args.batch, cfg.max_model_len, VOCAB, seed=0)
     # A substep feeds a request at most its prompt or k + 1 tokens.
     if outside is not None:
-        draft = FastDeployDraft(proposer, outside, form, args.max_dec_len)
+        draft = FastDeployDraft(proposer, outside, form, args.max_dec_len, patched=plugin)
     elif args.graphs:
         draft = CapturedDraft(proposer, args.batch * (args.max_prompt + k + 1))
     else:
@@ -287,10 +294,18 @@ def engine_step(node: Node, step: int, rng, args, tally: Tally) -> dict:
         out = node.draft.mask_offsets(ids, cu)
         here = f"{where} substep {sub}"
         fed = fed_requests(p, n_all, cu)
-        worst = max(worst, check_mask_offsets(node.truth, out, fed, tally, here))
+        # After a prefill chunk that is not its prompt's last, a request's
+        # later substeps run on the draft's own samples at positions the next
+        # chunk prefills again: FastDeploy's base model verifies no draft of a
+        # prefill, so their outputs are dropped, and the next chunk's forward
+        # writes those positions' K/V again before anything attends them.
+        # Nothing of theirs is checked.
+        ahead = set(node.chunks) if sub > 0 else set()
+        checked = [f for f in fed if f[0] not in ahead]
+        worst = max(worst, check_mask_offsets(node.truth, out, checked, tally, here))
         chosen = None
         if node.runner is not None:
-            chosen = node.runner.substep(ids, fed, out, tally.model, here)
+            chosen = node.runner.substep(ids, fed, out, tally.model, here, unchecked=ahead)
         sampled = draft_substep_update(p, sub, rng, args.draft_eos_prob, args.max_dec_len, chosen,
                                        tally.outside)
         tally.substeps += 1
@@ -338,7 +353,8 @@ def admit_new(node: Node, rng, args, handovers=None) -> List[int]:
     spans = staged_prefill(node, reqs, rng, args) if handovers is None else None
     if node.fastdeploy:
         sim_fastdeploy.insert(node.proposer, reqs, node.draft.recompute, node.draft.form,
-                              None if spans is None else {i: ss[0] for i, ss in spans.items()})
+                              None if spans is None else {i: ss[0] for i, ss in spans.items()},
+                              node.draft.pending)
     else:
         node.proposer.insert(reqs)
     for k, r in enumerate(reqs):
@@ -396,7 +412,8 @@ def insert_next_chunks(node: Node) -> List[int]:
         else:
             del node.chunks[slot]
             done.append(slot)
-    sim_fastdeploy.insert(node.proposer, reqs, node.draft.recompute, node.draft.form, spans)
+    sim_fastdeploy.insert(node.proposer, reqs, node.draft.recompute, node.draft.form, spans,
+                          node.draft.pending)
     return done
 
 

@@ -13,6 +13,7 @@ import tempfile
 from typing import Optional
 
 from ..devices import gpu_problem
+from ..plugin import CORRECTED_OF
 from ..signature import DEFAULT_FORM, FORMS
 from .simulate import run
 
@@ -52,6 +53,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "target model's every step). A form other "
                         "than rollback is driven by FastDeploy's runner of that version: "
                         "needs --runner fastdeploy")
+    p.add_argument("--plugin", action="store_true",
+                   help="with --runner fastdeploy and a form FastDeploy shipped (pr5245, "
+                        "pr5738, pr6403, shadow): FastDeploy of that version with our plugin "
+                        "in its corrected mode, the default: the corrected form behind the "
+                        "same signature and the plugin's patches of the proposer")
     p.add_argument("--chunk", type=int, default=0, metavar="N",
                    help="with --runner fastdeploy: chunked prefill, FastDeploy's scheduler "
                         "handing each prompt to the insert in chunks of N tokens (a chunk "
@@ -176,6 +182,10 @@ def validate(args) -> Optional[str]:
     if (args.chunk or args.prefix_cache) and args.runner != "fastdeploy":
         return "--chunk and --prefix-cache replay FastDeploy's inserts of a prefill chunk: add " \
                "--runner fastdeploy (our proposer's insert takes a prompt whole)"
+    if getattr(args, "plugin", False) and (args.runner != "fastdeploy"
+                                           or args.form not in CORRECTED_OF):
+        return f"--plugin is FastDeploy's runner with our plugin: add --runner fastdeploy and " \
+               f"--form one of {', '.join(CORRECTED_OF)}"
     if args.form != "rollback" and args.runner != "fastdeploy":
         return f"--form {args.form} is driven by FastDeploy's runner of that version: add " \
                "--runner fastdeploy"
@@ -282,6 +292,8 @@ def main(args) -> int:
     extra += f", image prob {args.image_prob}" if args.image_prob else ""
     extra += ", FastDeploy's runner" if args.runner == "fastdeploy" else ""
     extra += f", the {args.form} form" if args.form != "rollback" else ""
+    extra += f" with our plugin (the {CORRECTED_OF[args.form]} form and its patches)" \
+        if getattr(args, "plugin", False) else ""
     extra += ", block steps drop requests (v0)" if args.kv_scheduler == "v0" else ""
     extra += f", prefill chunks of {args.chunk}" if args.chunk else ""
     extra += f", prefix-cache prob {args.prefix_cache}" if args.prefix_cache else ""

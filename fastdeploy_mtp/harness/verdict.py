@@ -83,6 +83,16 @@ def row(form: str, role: str, k: int, chunk: int = 0) -> str:
 def main(args) -> int:
     """The table on stdout (or, with --json, one JSON document), and on
     stderr a line per row as it ends, with the time it took."""
+    if getattr(args, "plugin", False):
+        from . import plugin_verdict
+
+        if args.json:
+            print("verdict: --json is not available with --plugin: leave one out",
+                  file=sys.stderr)
+            return 2
+        if args.form == list(FORMS):  # the default: every version the plugin stands behind
+            args.form = list(plugin_verdict.VERSIONS)
+        return plugin_verdict.main(args)
     runs = [(form, role, k) for form in args.form for role in args.role for k in args.k]
     if not args.json:
         print(CHUNKED_HEADER if args.chunk else HEADER, flush=True)
@@ -116,6 +126,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="roles to run")
     p.add_argument("-k", nargs="+", type=int, choices=KS, default=list(KS), metavar="K",
                    help="num_model_steps values to run")
+    p.add_argument("--plugin", action="store_true",
+                   help="the table with the plugin: each FastDeploy version (--form pr5245, "
+                        "pr5738, pr6403, shadow) as shipped and with FD_PLUGINS=fastdeploy_mtp, "
+                        "per role, k and prefill workload (--prefill)")
+    from .plugin_verdict import add_arguments as plugin_arguments
+
+    plugin_arguments(p)
     p.add_argument("--chunk", type=int, default=0, metavar="N",
                    help="FastDeploy's chunked prefill, chunks of N prompt tokens (simulate's "
                         "--chunk; 0: each prompt prefilled whole)")

@@ -141,7 +141,7 @@ def held():
             out[key] = "fastdeploy"
         elif getattr(value, "fastdeploy_mtp_deferred", False):
             out[key] = "deferred"
-        elif key == name and getattr(value, "fastdeploy_mtp_form", None):
+        elif getattr(value, "fastdeploy_mtp_form", None):
             out[key] = value.fastdeploy_mtp_form
         else:
             mine = [f for f in FORMS if library is not None
@@ -207,6 +207,11 @@ def state_and_models(form):
              "kvcache_scheduler_v1": True}
     if form == "recompute":
         ref_pre = lambda s: reference.draft_model_preprocess_recompute(s, **attrs)  # noqa: E731
+    elif form.startswith("corrected_"):
+        ref_pre = lambda s: reference.draft_model_preprocess_corrected(  # noqa: E731
+            s, **attrs, form=form)
+        return pre, attrs, ref_pre, states.mask_state(rng, 24), (
+            lambda s: reference.update_attn_mask_offsets_corrected(s, form=form))
     else:  # FastDeploy's kernels: pr6403's preprocess is pr5738's
         version = "pr5245" if form == "pr5245" else "pr5738"
         kernel = getattr(reference_fastdeploy, f"draft_model_preprocess_{version}")

@@ -1,0 +1,106 @@
+"""fastdeploy-mtp doctor, run as a FastDeploy user runs it: in the
+environment of FastDeploy's stand-in (tests/standin_fastdeploy) of each
+version, with FD_PLUGINS as a user may spell it. One finding a line, exit 0
+where the plugin will work as intended, 1 otherwise; --json for tools."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fastdeploy_mtp import doctor
+from fastdeploy_mtp.harness import plugin_verdict
+
+ROOT = Path(__file__).resolve().parent.parent
+STANDIN = ROOT / "tests" / "standin_fastdeploy"
+
+
+def run(commit=None, fd_plugins="fastdeploy_mtp", mode=None, json_out=True):
+    from helpers import child_env
+
+    env = child_env(*([str(STANDIN)] if commit else []), FD_PLUGINS=None,
+                    FASTDEPLOY_MTP_MODE=None, FASTDEPLOY_MTP_FORM=None)
+    if commit:
+        env["STANDIN_FASTDEPLOY_COMMIT"] = commit
+    if fd_plugins is not None:
+        env["FD_PLUGINS"] = fd_plugins
+    if mode is not None:
+        env["FASTDEPLOY_MTP_MODE"] = mode
+    proc = subprocess.run([sys.executable, "-m", "fastdeploy_mtp", "doctor",
+                           *(["--json"] if json_out else [])],
+                          env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    return proc
+
+
+def findings(proc):
+    doc = json.loads(proc.stdout)
+    return doc, {f["topic"]: f for f in doc["findings"]}
+
+
+@pytest.mark.parametrize("commit,use", [("ba915e03e", "corrected_pr5245"),
+                                        ("9018ccf74", "corrected_pr5738"),
+                                        ("7a6c28781", "shadow")])
+def test_each_version_gets_its_corrected_form_and_exit_0(commit, use):
+    proc = run(commit)
+    doc, by = findings(proc)
+    assert proc.returncode == 0 and doc["ok"], proc.stdout
+    assert f"our {use} ops" in by["form"]["line"] and "corrected mode" in by["form"]["line"]
+    assert by["FD_PLUGINS"]["status"] == "ok"
+    assert "with the plugin (corrected mode) every row of the verdict is exact" in \
+        by["verdict"]["line"]
+
+
+def test_exact_mode_is_said_with_the_drift_it_keeps():
+    doc, by = findings(run("ba915e03e", mode="exact"))
+    assert "exact mode" in by["form"]["line"] and "our pr5245 ops" in by["form"]["line"]
+    assert by["verdict"]["status"] == "warn" and "exact keeps the drift" in by["verdict"]["line"]
+
+
+@pytest.mark.parametrize("value,said", [
+    (None, "is not set"),
+    ("fastdeploy-mtp", "'fastdeploy-mtp'"),          # the console script's spelling
+    ("other, fastdeploy_mtp", "' fastdeploy_mtp'"),  # FastDeploy trims nothing
+    ("FastDeploy_MTP", "'FastDeploy_MTP'"),
+    ("another_plugin", "does not name fastdeploy_mtp"),
+])
+def test_a_misspelled_fd_plugins_fails_with_what_is_wrong(value, said):
+    proc = run("9018ccf74", fd_plugins=value)
+    doc, by = findings(proc)
+    assert proc.returncode == 1 and not doc["ok"]
+    assert by["FD_PLUGINS"]["status"] == "fail" and said in by["FD_PLUGINS"]["line"], by
+
+
+def test_an_unknown_signature_fails():
+    proc = run("52eda7fdb")
+    doc, by = findings(proc)
+    assert proc.returncode == 1 and by["form"]["status"] == "fail"
+    assert "leaves FastDeploy's ops in place" in by["form"]["line"]
+
+
+def test_without_fastdeploy_it_says_where_to_run_it():
+    proc = run(None, json_out=False)
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    assert any(ln.startswith("fail  FastDeploy: FastDeploy is not importable here") for ln in lines)
+    assert lines[-1].startswith("doctor: the plugin will NOT work as intended")
+    assert "Traceback" not in proc.stderr
+
+
+def test_the_shipped_words_are_the_verdict_table_s():
+    """Each version the doctor names drifts in some row of the table with the
+    plugin as shipped, and in none with it; and under chunked prefill, as its
+    words say."""
+    from test_verdict import plugin_rows
+
+    rows = plugin_rows()
+    assert set(doctor.SHIPPED) == set(plugin_verdict.VERSIONS)
+    for form, words in doctor.SHIPPED.items():
+        mine = {key: [c.strip() for c in line.split("|")[1:-1]] for key, line in rows.items()
+                if key[0] == f"{plugin_verdict.VERSIONS[form]} ({form})"}
+        drifting = {key for key, cells in mine.items() if cells[4:7] != ["0", "0", "0"]}
+        chunked = {key for key in drifting if key[3] == "chunks of 8"}
+        assert chunked and ("chunked prefill" in words), form
+        k2 = {key for key in drifting if key[3] == "whole" and key[2] != "1"}
+        assert bool(k2) == ("from k = 2" in words), (form, sorted(k2))

@@ -1,0 +1,282 @@
+"""The plugin's patches of FastDeploy's proposer (fastdeploy_mtp/plugin/patches):
+each applied only to the code it was written for, never raising into
+FastDeploy, and the chunk patch's own rule. The digests each patch lists are
+checked against FastDeploy's source where FASTDEPLOY_SRC names a checkout
+(a FastDeploy tree at one commit, ``git archive COMMIT``); without it those
+tests skip."""
+
+import ast
+import logging
+import os
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fastdeploy_mtp.plugin import patches
+from fastdeploy_mtp.plugin.patches import Patch, chunk_next_token, code_digest
+
+
+def function(source: str):
+    """The function a source defines, compiled from a file of its own, so
+    that inspect can read its source back."""
+    import importlib.util
+    import tempfile
+
+    folder = tempfile.mkdtemp()
+    path = os.path.join(folder, "m.py")
+    with open(path, "w") as f:
+        f.write(textwrap.dedent(source))
+    spec = importlib.util.spec_from_file_location(f"patched_{abs(hash(source))}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.f
+
+
+ORIGINAL = """
+def f(self, x):
+    y = x + 1
+    return y * 2
+"""
+
+
+def test_the_digest_ignores_comments_layout_and_docstring_but_not_code():
+    same = function('''
+    def f(self, x):
+        """Words."""
+        # a comment
+        y = x + 1
+
+        return y * 2  # another
+    ''')
+    one_line = function("""
+    def f(self, x):
+        y = x + 2
+        return y * 2
+    """)
+    assert code_digest(function(ORIGINAL)) == code_digest(same)
+    assert code_digest(function(ORIGINAL)) != code_digest(one_line)
+
+
+def owner_with(method, name="Proposer"):
+    module = types.ModuleType("fake_fastdeploy_module")
+    module.Proposer = type(name, (), {"run": method})
+    return module
+
+
+def patch_of(original, seen):
+    def wrap(fd_method):
+        def run(self, x):
+            seen.append(x)
+            return fd_method(self, x) + 100
+        return run
+    return Patch("test-patch", "fake_fastdeploy_module", "Proposer", "run",
+                 {code_digest(original): "abc1234"}, wrap, ("pr5738",))
+
+
+def test_a_patch_applies_to_the_code_it_was_written_for():
+    original, seen = function(ORIGINAL), []
+    module = owner_with(original)
+    level, line = patches.apply(patch_of(original, seen), module)
+    assert level == logging.INFO and "as at abc1234" in line, line
+    assert module.Proposer().run(3) == (3 + 1) * 2 + 100 and seen == [3]
+    assert module.Proposer.run.__wrapped__ is original
+
+
+def test_a_method_that_differs_by_one_line_is_left_alone_with_a_warning():
+    written_for = function(ORIGINAL)
+    theirs = function("""
+    def f(self, x):
+        y = x + 1
+        return y * 3
+    """)
+    module = owner_with(theirs)
+    level, line = patches.apply(patch_of(written_for, []), module)
+    assert level == logging.WARNING and "not applied" in line and "not written for" in line
+    assert module.Proposer.run is theirs and module.Proposer().run(3) == 12
+
+
+def test_a_missing_class_or_method_is_a_warning():
+    original = function(ORIGINAL)
+    empty = types.ModuleType("fake_fastdeploy_module")
+    assert patches.apply(patch_of(original, []), empty)[0] == logging.WARNING
+    module = owner_with(original)
+    del module.Proposer.run
+    level, line = patches.apply(patch_of(original, []), module)
+    assert level == logging.WARNING and "is not there" in line, line
+
+
+def test_install_patches_a_module_imported_after_it(tmp_path, monkeypatch):
+    """The proposer's module imported after the plugin's register: the finder
+    patches it as it is imported, reporting the line then."""
+    package = tmp_path / "later_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "proposer.py").write_text(ORIGINAL.replace("def f(self", "class Proposer:\n"
+                                                          "    def run(self")
+                                         .replace("\n    y", "\n        y")
+                                         .replace("\n    return", "\n        return"))
+    written_for = function(ORIGINAL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reported = []
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("later_probe", package / "proposer.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    patch = Patch("test-later", "later_pkg.proposer", "Proposer", "run",
+                  {code_digest(probe.Proposer.run): "abc1234"},
+                  patch_of(written_for, []).wrap, ("pr5738",))
+    before = list(sys.meta_path)
+    try:
+        lines = patches.install(("pr5738",), report=lambda lvl, ln: reported.append((lvl, ln)),
+                                patches=[patch])
+        assert lines == [(logging.INFO, "patch test-later waits for later_pkg.proposer's import")]
+        import later_pkg.proposer as proposer
+
+        assert proposer.Proposer().run(3) == 108, reported
+        assert [lvl for lvl, _ in reported] == [logging.INFO], reported
+    finally:
+        sys.meta_path[:] = before
+        for name in ("later_pkg", "later_pkg.proposer"):
+            sys.modules.pop(name, None)
+
+
+def test_a_patch_of_runners_of_other_forms_is_not_installed():
+    original = function(ORIGINAL)
+    module = owner_with(original)
+    sys.modules["fake_fastdeploy_module"] = module
+    try:
+        assert patches.install(("pr5245",), patches=[patch_of(original, [])]) == []
+        assert module.Proposer.run is original
+    finally:
+        del sys.modules["fake_fastdeploy_module"]
+
+
+# --- The chunk patch's rule ----------------------------------------------------
+
+class Prefill:
+    value = "prefill"
+
+
+class Decode:
+    value = "decode"
+
+
+def request(idx, start, end, prompt, output=(), task=Prefill):
+    return types.SimpleNamespace(idx=idx, prefill_start_index=start, prefill_end_index=end,
+                                 prompt_token_ids=list(prompt), output_token_ids=list(output),
+                                 task_type=task)
+
+
+@pytest.fixture
+def prefill_is(monkeypatch):
+    monkeypatch.setattr(chunk_next_token, "_prefill_value", lambda: "prefill")
+
+
+def test_a_chunk_before_the_prompt_s_end_notes_the_next_token(prefill_is):
+    prompt = [10 + j for j in range(20)]
+    reqs = [request(3, 0, 8, prompt), request(5, 8, 20, prompt), request(6, 16, 20, prompt, [99]),
+            request(7, 0, 8, prompt, task=Decode)]
+    got = chunk_next_token.chunk_next_tokens(reqs, lambda r: r.idx, decode_node=False)
+    # [0, 8): its last input (column 7) is the prompt's token 8; [8, 20) ends
+    # the prompt, [16, 20) with an output token after it is a re-prefill that
+    # is not the last: its next token is the output's; a decode task: none.
+    assert got == {3: (7, 18), 6: (3, 99)}
+    assert chunk_next_token.chunk_next_tokens(reqs, lambda r: r.idx, decode_node=True) == {}
+
+
+def test_the_noted_tokens_are_written_after_the_preprocess_and_forgotten(prefill_is):
+    """The wrappers around FastDeploy's methods, on a stand-in proposer: the
+    insert notes, the preprocess method's wrapper writes after it ran."""
+    prompt = list(range(100, 116))
+
+    class Proposer:
+        def __init__(self):
+            self.model_inputs = {"input_ids": np.zeros((4, 16), np.int64)}
+            self.fd_config = types.SimpleNamespace(
+                scheduler_config=types.SimpleNamespace(splitwise_role="mixed"))
+
+        def insert_tasks_v1(self, req_dicts, num_running_requests):
+            for r in req_dicts:  # the chunk shifted by one, as FastDeploy's insert does
+                n = r.prefill_end_index - r.prefill_start_index
+                self.model_inputs["input_ids"][r.idx, :n - 1] = \
+                    prompt[r.prefill_start_index + 1:r.prefill_end_index]
+            return "inserted"
+
+        def _prepare_inputs(self, hidden):
+            self.model_inputs["input_ids"][1, 7] = -5  # the preprocess's sample
+            return "prepared"
+
+    insert = chunk_next_token._wrap_insert(Proposer.insert_tasks_v1)
+    prepare = chunk_next_token._wrap_preprocess(Proposer._prepare_inputs)
+    p = Proposer()
+    assert insert(p, [request(1, 0, 8, prompt)], 1) == "inserted"
+    assert prepare(p, None) == "prepared"
+    np.testing.assert_array_equal(p.model_inputs["input_ids"][1, :8], prompt[1:9])
+    assert getattr(p, chunk_next_token.PENDING) == {}
+    assert prepare(p, None) == "prepared"  # nothing noted: the sample stays
+    assert p.model_inputs["input_ids"][1, 7] == -5
+
+
+def test_the_wrappers_never_raise_into_fastdeploy(prefill_is, caplog):
+    class Broken:
+        model_inputs = {}  # no input_ids to write into
+        fd_config = None   # no role to read
+
+        def insert_tasks_v1(self, req_dicts, num_running_requests):
+            return "inserted"
+
+        def _prepare_inputs(self, hidden):
+            return "prepared"
+
+    b = Broken()
+    with caplog.at_level(logging.WARNING, logger="fastdeploy_mtp"):
+        assert chunk_next_token._wrap_insert(Broken.insert_tasks_v1)(
+            b, [request(0, 0, 4, range(9))], 1) == "inserted"
+        setattr(b, chunk_next_token.PENDING, {0: (3, 4)})
+        assert chunk_next_token._wrap_preprocess(Broken._prepare_inputs)(b, None) == "prepared"
+    assert len(caplog.records) == 2 and all(r.levelname == "WARNING" for r in caplog.records)
+
+
+# --- Against FastDeploy's own source --------------------------------------------
+
+SRC = os.environ.get("FASTDEPLOY_SRC", "")
+needs_src = pytest.mark.skipif(not SRC, reason="FASTDEPLOY_SRC names no FastDeploy checkout")
+
+
+def method_digest(path: Path, owner: str, method: str):
+    import hashlib
+
+    tree = ast.parse(path.read_text())
+    for cls in tree.body:
+        if isinstance(cls, ast.ClassDef) and cls.name == owner:
+            for fn in cls.body:
+                if isinstance(fn, ast.FunctionDef) and fn.name == method:
+                    body = fn.body
+                    if body and isinstance(body[0], ast.Expr) and \
+                            isinstance(getattr(body[0], "value", None), ast.Constant):
+                        fn.body = body[1:]
+                    return hashlib.sha256(ast.dump(fn).encode()).hexdigest()[:16]
+    return None
+
+
+@needs_src
+def test_each_patch_fits_the_checkout_s_method_or_says_why_not():
+    """For the FastDeploy checkout FASTDEPLOY_SRC names: every patch target
+    whose method is there hashes to a digest the patch lists, or is one the
+    patch refuses (a version not read)."""
+    root = Path(SRC)
+    assert (root / "fastdeploy").is_dir(), f"{SRC} is no FastDeploy tree"
+    found = 0
+    for patch in chunk_next_token.PATCHES:
+        path = root / (patch.module.replace(".", "/") + ".py")
+        if not path.exists():
+            continue
+        digest = method_digest(path, patch.owner, patch.method)
+        if digest is not None and digest in patch.known:
+            found += 1
+    assert found >= 2, "neither the insert nor the preprocess method is one the patch was read at"
