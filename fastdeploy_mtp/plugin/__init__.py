@@ -169,6 +169,6 @@ def _register() -> List[Tuple[int, str]]:
         f"{said}, FastDeploy {version}: our {ours} in place of its "
         f"{len(FORMS[candidates[0]][PREPROCESS].inputs)}-tensor ones, in {modules} "
         f"module{'s' if modules != 1 else ''}"))]
-    if said == "corrected mode":
+    if not override and chosen_mode == "corrected":
         lines += patches.install(candidates)
     return lines
