@@ -1,4 +1,4 @@
-"""Command line: ``python -m fastdeploy_mtp {check,bench,simulate} ...``, also
+"""Command line: ``python -m fastdeploy_mtp {build,check,simulate,...} ...``, also
 installed as the console script ``fastdeploy-mtp``.
 
 Exit codes: 0 done (a check or simulation found nothing wrong); 1 a run that
@@ -123,6 +123,56 @@ def _reproduce(args) -> int:
     return reproduce_main(args)
 
 
+def _build_library(args) -> int:
+    """Builds the op library into the cache (or --into's folder), once."""
+    from pathlib import Path
+
+    from . import _build, ops
+
+    if args.into is not None:
+        # A program may set its own environment: the build below, and every
+        # process started with the same variable, use this folder.
+        os.environ[_build.CACHE_VARIABLE] = str(Path(args.into).expanduser().absolute())
+    cuda = _build.with_cuda()
+    if cuda and _build._nvcc() is None:
+        print("build: this Paddle (paddlepaddle-gpu) builds the CUDA kernels with nvcc, which "
+              "is not found: install the CUDA toolkit, or set CUDA_HOME to it", file=sys.stderr)
+        return 2
+    if args.arch:
+        value = " ".join(args.arch)
+        if not cuda:
+            print("build: --arch needs a CUDA build of Paddle (paddlepaddle-gpu); this Paddle "
+                  "builds the CPU library alone: leave --arch out", file=sys.stderr)
+            return 2
+        if _build.parse_archs(value) is None:
+            print(f"build: --arch {value}: not a list of CUDA archs of 8.0 or later, such as "
+                  "8.0 9.0 (or 80 90; 9.0+PTX adds its PTX)", file=sys.stderr)
+            return 2
+        os.environ[_build.ARCH_VARIABLE] = value
+    elif cuda and not os.environ.get(_build.ARCH_VARIABLE):
+        # The default: this machine's GPUs (or the list the cache records).
+        os.environ[_build.ARCH_VARIABLE] = (_build.recorded_archs() or " ".join(
+            f"{a // 10}.{a % 10}" for a in _build.cuda_archs()[0]))
+    key = _build.source_hash(cuda)
+    folder = _build.cache_root() / key
+    before = _build.finished_build(folder, _build.MODULE_NAME)
+    ops._build_from_source()
+    what = "the CPU op library"
+    if cuda:
+        archs, ptx = _build.cuda_archs()
+        _build.record_archs(os.environ[_build.ARCH_VARIABLE])
+        what = ("the CPU and CUDA op library for " + ", ".join(f"sm_{a}" for a in archs)
+                + " (PTX: " + ", ".join(f"compute_{a}" for a in ptx) + ")")
+    print(f"{what}: {'already built' if before else 'built'} in {folder}")
+    if os.environ.get(_build.CACHE_VARIABLE):
+        print(f"processes with {_build.CACHE_VARIABLE}={folder.parent} load it without "
+              "compiling")
+    else:
+        print(f"processes without {_build.CACHE_VARIABLE} (the default cache, "
+              f"{folder.parent}) load it without compiling")
+    return 0
+
+
 def _simulate(args) -> int:
     from .harness.simulate_cli import main as simulate_main
 
@@ -167,6 +217,19 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     def command(name: str, help: str, more: str = "") -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=help + more, formatter_class=_Help)
 
+    bd = command("build", "build the op library once, before the processes that use it start "
+                          "(tensor-parallel workers, a read-only install), so that none of them "
+                          "compiles",
+                 ": the CPU library, and with paddlepaddle-gpu and nvcc the CUDA kernels too. "
+                 "Needs a C++ compiler (and nvcc for CUDA).")
+    bd.add_argument("--arch", nargs="+", metavar="ARCH", default=None,
+                    help="CUDA archs to compile for, such as 8.0 9.0 (default: this machine's "
+                         "GPUs'); recorded in the cache, so that processes started later load "
+                         "this build")
+    bd.add_argument("--into", metavar="DIR", default=None,
+                    help="the cache folder to build into (default: FASTDEPLOY_MTP_CACHE, else "
+                         "~/.cache/fastdeploy_mtp); processes with FASTDEPLOY_MTP_CACHE=DIR "
+                         "load from it, read-only or not")
     ck = command("check", "compare the ops Paddle registered with the signature table "
                           "(fastdeploy_mtp/signature.py); exit 1 on any difference")
     ck.add_argument("--form", choices=["all", *form_names], default="all",
@@ -189,8 +252,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
     vd = command("verdict", "the table of docs/results.md: FastDeploy's runner replayed around "
                             "each form, role and k with the tiny draft model and its oracle",
-                 " (60 steps, batch 8, seed 0, image prob 0.5 each; about 4 s a row on 2 "
-                 "cores).")
+                 " (60 steps, batch 8, seed 0, image prob 0.5 each; the progress, a line "
+                 "a row with its time, on stderr).")
     add_verdict_arguments(vd)
     from .harness.reproduce import add_arguments as add_reproduce_arguments
 
@@ -243,21 +306,10 @@ def _doctor(args) -> int:
     return doctor_main(args)
 
 
-COMMANDS = {"doctor": _doctor, "check": _check, "signature": _signature, "bench": _bench, "bench-gpu": _bench_gpu,
+COMMANDS = {"doctor": _doctor, "build": _build_library, "check": _check, "signature": _signature,
+            "bench": _bench, "bench-gpu": _bench_gpu,
             "bench-sim": _bench_sim, "simulate": _simulate, "verdict": _verdict,
             "reproduce": _reproduce}
-
-
-def _form_problem():
-    """Why FASTDEPLOY_MTP_FORM names no form (the op loader's own words), or
-    None: asked before a command that loads the ops starts."""
-    from . import ops
-
-    try:
-        ops.process_form()
-    except (ValueError, BuildError) as e:
-        return str(e)
-    return None
 
 
 def _refuse(message: str) -> int:
@@ -274,9 +326,8 @@ def main(argv=None, prog: str = PROG) -> int:
     except SystemExit as stop:  # --help, --version (0) or a mistake (2), already printed
         return stop.code
     try:
-        problem = _form_problem() if args.command != "signature" else None
-        if problem:
-            return _refuse(problem)
+        # FASTDEPLOY_MTP_FORM is not read here: each command's --form (and
+        # the default its --help shows) decides the form it runs.
         return COMMANDS[args.command](args)
     except BuildError as e:
         return _refuse(str(e))

@@ -45,6 +45,27 @@ class SettingError(BuildError, ValueError):
     ValueError as well, as a bad argument's would be."""
 
 
+class PaddleMissingError(ModuleNotFoundError):
+    """PaddlePaddle is not installed: the op library can be neither built nor
+    loaded. One line that says what to install; a ModuleNotFoundError (for
+    the module ``paddle``) as Python's own would be."""
+
+
+PADDLE_MISSING = ("fastdeploy_mtp needs PaddlePaddle, which is not installed: pip install "
+                  "paddlepaddle (paddlepaddle-gpu for a GPU)")
+
+
+def import_paddle():
+    """The paddle module, or PaddleMissingError in one line where there is none."""
+    try:
+        import paddle
+    except ModuleNotFoundError as e:
+        if e.name != "paddle":
+            raise
+        raise PaddleMissingError(PADDLE_MISSING, name="paddle") from None
+    return paddle
+
+
 def say(msg: str) -> None:
     print(f"fastdeploy_mtp: {msg}", file=sys.stderr, flush=True)
 
@@ -101,7 +122,7 @@ def sources_available() -> bool:
 
 def with_cuda() -> bool:
     """Build the CUDA path only with a CUDA Paddle (paddlepaddle-gpu)."""
-    import paddle
+    paddle = import_paddle()
 
     return bool(paddle.is_compiled_with_cuda())
 
@@ -113,7 +134,7 @@ def sources(cuda: bool) -> List[str]:
 
 def paddle_major() -> int:
     """The installed Paddle's major version (the bindings differ for 2 and 3)."""
-    import paddle
+    paddle = import_paddle()
 
     major = int(paddle.__version__.split(".")[0])
     return major if major > 0 else 3  # a develop build says 0.0.0
@@ -233,10 +254,38 @@ def _ask_gpu_archs() -> List[int]:
     return sorted(archs)
 
 
+# `fastdeploy-mtp build` writes the arch list it built for into the cache
+# root, so that a process started later without FASTDEPLOY_MTP_CUDA_ARCH
+# compiles with the same flags, finds the same build and loads it.
+ARCH_RECORD = "cuda-archs"
+
+
+def recorded_archs() -> Optional[str]:
+    """The arch list `build` recorded in the cache root, where it holds every
+    visible GPU's arch (of sm_80 or later); else None."""
+    try:
+        value = (cache_root() / ARCH_RECORD).read_text().strip()
+    except OSError:
+        return None
+    parsed = parse_archs(value)
+    if parsed is None:
+        return None
+    if any(a not in parsed[0] for a in visible_gpu_archs() if a >= LEAST_ARCH):
+        return None
+    return value
+
+
+def record_archs(value: str) -> None:
+    """Records `value` (an arch list parse_archs takes) in the cache root."""
+    (writable_cache_root() / ARCH_RECORD).write_text(value + "\n")
+
+
 def cuda_archs() -> Tuple[List[int], List[int]]:
     """The archs the kernels are compiled for (SASS), and those whose PTX the
-    build also carries: FASTDEPLOY_MTP_CUDA_ARCH's list, else the visible
-    GPUs' archs, else SERVED_ARCHS (those the nvcc knows). The highest arch's
+    build also carries: FASTDEPLOY_MTP_CUDA_ARCH's list, else the list
+    `fastdeploy-mtp build` recorded in the cache (where it covers the visible
+    GPUs), else the visible GPUs' archs, else SERVED_ARCHS (those the nvcc
+    knows). The highest arch's
     PTX is always there, so that a newer GPU JIT-compiles it. A given arch
     the nvcc does not know is refused; a visible GPU's is left out, the
     highest known below it taking its place as PTX, which that GPU
@@ -244,7 +293,8 @@ def cuda_archs() -> Tuple[List[int], List[int]]:
     meaning = ("a list of CUDA archs of 8.0 or later, such as '8.0 8.6 9.0' or '80;90' "
                "('+PTX' after one adds its PTX; the highest always has it); empty or unset: "
                "the visible GPUs' archs")
-    value = setting(ARCH_VARIABLE, Accepted(lambda v: parse_archs(v) is not None), meaning)
+    value = (setting(ARCH_VARIABLE, Accepted(lambda v: parse_archs(v) is not None), meaning)
+             or recorded_archs())
     known = nvcc_archs()
     if value:
         archs, ptx = parse_archs(value)
@@ -331,7 +381,7 @@ def hashed_sources(*also: Path) -> List[Path]:
 def source_hash(cuda: bool, *also: Path) -> str:
     """Changes whenever a source, a header, the flags or the Paddle version
     does (the sources of custom_ops/, and of the folders `also` names)."""
-    import paddle
+    paddle = import_paddle()
 
     h = hashlib.sha256()
     for p in hashed_sources(*also):
@@ -480,11 +530,13 @@ def cached_build(key: str, name: str, what: str, build: Callable[[Path], Module]
     One process builds a key at a time (build_lock); it builds into
     `<key>.partial` and renames that to `<key>` when finished, so a process
     sees a finished folder or none. A folder without its marker (left by a
-    build that did not finish, or damaged) is built again, never loaded."""
-    root = writable_cache_root()
-    final = root / key
+    build that did not finish, or damaged) is built again, never loaded. A
+    finished build loads from a cache folder this process cannot write to
+    (one prebuilt for a read-only install); only a build needs to write."""
+    final = cache_root() / key
     if finished_build(final, name):
         return load(final / name)
+    root = writable_cache_root()
     with build_lock(root, key, what):
         if finished_build(final, name):  # another process built it while this one waited
             return load(final / name)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import ops
 from .buffers import make_base_buffers, read, write
 from .proposer import MTPProposer, ProposerConfig, Request
 from .slots import is_int
@@ -28,7 +27,7 @@ class CapturedDraft:
     fixed shapes, so a runner pads its token count to the size it captured):
     the op writes zeros past the batch's tokens, and ``mask_offsets`` returns
     the first 2 x tokens entries, as an eager call of that many tokens would.
-    Every replay is followed by ``ops.raise_pending_errors``: a refused batch
+    Every replay is followed by the form's ``raise_pending_errors``: a refused batch
     leaves its error on the device, and it is raised here, at once.
     """
 
@@ -71,7 +70,7 @@ class CapturedDraft:
                 lambda: p.form_ops.draft_model_preprocess(**p.preprocess_arguments(self.flag)))
         with p.preprocess_effects():
             self._preprocess.replay()
-            ops.raise_pending_errors(self.flag)
+            p.form_ops.raise_pending_errors(self.flag)
         self.replays += 1
         return bool(read(self.flag)[0])
 
@@ -87,7 +86,7 @@ class CapturedDraft:
             self._mask, self._out = self._capture(
                 lambda: self.proposer.update_attn_mask_offsets(self.ids, self.cu))
         self._mask.replay()
-        ops.raise_pending_errors(self.cu)
+        self.proposer.form_ops.raise_pending_errors(self.cu)
         self.replays += 1
         return read(self._out)[:2 * tokens]
 
@@ -107,7 +106,7 @@ def _warm_up(place) -> None:
     import paddle
 
     spare = MTPProposer(ProposerConfig(num_model_steps=1, max_model_len=8, max_num_seqs=1),
-                        make_base_buffers(1, 1, place), place)
+                        make_base_buffers(1, 1, place), place, form="rollback")
     spare.insert([Request(slot=0, prompt=[1, 2])])
     spare.update_attn_mask_offsets(paddle.to_tensor(np.zeros(2, np.int64), place=place))
     spare.prepare_inputs()

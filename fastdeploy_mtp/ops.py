@@ -39,7 +39,12 @@ from .signature import DEFAULT_FORM, FORMS, op_name
 
 Tensor = Any  # paddle.Tensor; kept loose so importing this module needs no Paddle
 
-__all__ = ["BadInputError", "check_form", "load_library", "process_form", "raw_op"]
+__all__ = ["BadInputError", "PaddleMissingError", "check_form", "load_library", "process_form",
+           "raw_op"]
+
+
+# Raised, in one line, by whatever needs Paddle where none is installed.
+PaddleMissingError = _build.PaddleMissingError
 
 
 class BadInputError(ValueError):
@@ -71,11 +76,7 @@ def _import_installed():
         if spec.origin and spec.origin.endswith(".so"):
             # Paddle 2.6 with current setuptools installs the bare library, which
             # is no Python module: register its ops the way cpp_extension.load does.
-            with _quiet_paddle():
-                from paddle.utils.cpp_extension.extension_utils import _import_module_from_library
-
-                return _import_module_from_library(_build.MODULE_NAME,
-                                                   os.path.dirname(spec.origin))
+            return _register_library(_build.MODULE_NAME, os.path.dirname(spec.origin))
         return importlib.import_module(_build.MODULE_NAME)
     except Exception as e:
         raise _build.BuildError(
@@ -139,13 +140,70 @@ def cached_library(key: str, name: str, what: str, sources, flags, ldflags):
     return _build.cached_build(key, name, what, build, lambda folder: _load_built(name, folder))
 
 
+# The build's own process: it compiles with Paddle's builder and says how it
+# ended on its stdout, one JSON line; the compiler's messages reach stderr.
+_BUILD_CHILD = """
+import json, os, sys, threading, time
+spec = json.loads(sys.argv[1])
+parent = os.getppid()
+
+def orphaned():  # the process that asked for the build is gone: so is the build
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os.killpg(0, 9)
+
+threading.Thread(target=orphaned, daemon=True).start()
+sys.path.insert(0, spec.pop("path"))
+from fastdeploy_mtp import ops
+print(json.dumps(ops._compile_here(**spec)), flush=True)
+"""
+
+
 def _compile(name: str, folder, sources, flags, ldflags, what: str):
-    """Compiles `name` into `folder` with Paddle's builder and loads it."""
+    """Compiles `name` into `folder` in a process of its own, then loads it.
+
+    The build runs in a session of its own: a terminal's Ctrl-C reaches this
+    process alone, which stops the build's every process at once (the
+    builder's Python, the compilers) with SIGKILL, so that none of them
+    prints a word, and then raises KeyboardInterrupt as any Ctrl-C would."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    spec = dict(path=str(_build._PACKAGE_DIR.parent), name=name, folder=str(folder),
+                sources=list(sources), flags=flags, ldflags=list(ldflags), what=what)
+    child = subprocess.Popen([sys.executable, "-c", _BUILD_CHILD, json.dumps(spec)],
+                             stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, _ = child.communicate()
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        raise
+    lines = out.strip().splitlines()
+    try:
+        error = json.loads(lines[-1])["error"] if lines else None
+    except (ValueError, KeyError, TypeError):
+        error = None
+    if child.returncode != 0 or error:
+        raise _build.BuildError(error or f"building {what} failed: its process ended with "
+                                          f"exit code {child.returncode} (its messages are above)")
+    return _load_built(name, folder / name)
+
+
+def _compile_here(name: str, folder: str, sources, flags, ldflags, what: str) -> dict:
+    """The build's process: compiles `name` into `folder` with Paddle's
+    builder; {"error": None}, or the one line that says why it failed."""
+    from pathlib import Path
+
+    folder = Path(folder)
     with _quiet_paddle():
         from paddle.utils.cpp_extension import load
     try:
         with _quiet_paddle():
-            module = load(
+            load(
                 name=name,
                 sources=list(sources),
                 extra_cxx_cflags=flags["cxx"],
@@ -160,21 +218,39 @@ def _compile(name: str, folder, sources, flags, ldflags, what: str):
         # messages reach the terminal; its exception only repeats the command.
         cause = ("the compiler or linker failed (its messages are above)"
                  if "non-zero exit status" in text else _first_line(text))
-        raise _build.BuildError(f"building {what} failed: {cause}") from e
+        return {"error": f"building {what} failed: {cause}"}
     # The builder loaded the ops through a Python file it wrote beside the
-    # library; the module is made, and every later process writes its own.
+    # library; every process that loads it writes its own elsewhere.
     for api in (folder / name).glob(f"{name}_*.py"):
         api.unlink()
-    return module
+    return {"error": None}
+
+
+def _register_library(name: str, folder: str):
+    """Registers the ops of `folder/<name>.so` with Paddle and returns the
+    module of their Python functions. Paddle's loader writes that module's
+    source beside the library it loads: here it loads the library through a
+    link in a scratch folder, so that a folder it cannot write to (a
+    read-only cache or install) still loads, and leaves the folder as it was."""
+    import shutil
+    import tempfile
+
+    scratch = tempfile.mkdtemp(prefix="fastdeploy_mtp-load-")
+    try:
+        os.symlink(os.path.join(os.path.abspath(folder), name + ".so"),
+                   os.path.join(scratch, name + ".so"))
+        with _quiet_paddle():
+            from paddle.utils.cpp_extension.extension_utils import _import_module_from_library
+
+            return _import_module_from_library(name, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _load_built(name: str, folder):
     """Registers the ops of the finished build `folder/<name>.so`."""
     try:
-        with _quiet_paddle():
-            from paddle.utils.cpp_extension.extension_utils import _import_module_from_library
-
-            return _import_module_from_library(name, str(folder))
+        return _register_library(name, str(folder))
     except Exception as e:
         raise _build.BuildError(f"loading {folder / (name + '.so')} failed: {_first_line(str(e))}; "
                                 f"remove {folder.parent} to build it afresh") from e
@@ -262,8 +338,8 @@ def _refuse_attr(sig, arg, value) -> None:
 def _paddle_facts() -> tuple:
     """(paddle.Tensor, whether this Paddle has strided views that can be
     non-contiguous: Paddle 2.6 has none). Asked once; importing this module
-    needs no Paddle."""
-    import paddle
+    needs no Paddle; without one, _build.PaddleMissingError, one line."""
+    paddle = _build.import_paddle()
 
     return paddle.Tensor, hasattr(paddle.Tensor, "is_contiguous")
 

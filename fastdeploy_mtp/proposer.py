@@ -78,12 +78,13 @@ class ProposerConfig:
         return self.max_model_len - (self.num_model_steps if self.role == "decode" else 1)
 
 
-def bind_preprocess_inputs(state: Dict[str, object], base: Dict[str, object]) -> Dict[str, object]:
+def bind_preprocess_inputs(state: Dict[str, object], base: Dict[str, object],
+                           form: Optional[str] = None) -> Dict[str, object]:
     """Map each registered input name of draft_model_preprocess to a buffer:
     the draft's own, else the base model's (``base_model_X`` is ``base[X]``).
 
-    The registration is compared with the signature table of the process's
-    form first, so a library or wrapper whose names drifted fails here,
+    The registration is compared with the signature table of `form` (the
+    process's form when None) first, so a library or wrapper whose names drifted fails here,
     loudly, instead of silently swapping two arguments at the first step. A
     form's input the proposer does not own (the recompute form's
     recompute_token_num, the shadow form's max_dec_len) is left for its
@@ -94,8 +95,9 @@ def bind_preprocess_inputs(state: Dict[str, object], base: Dict[str, object]) ->
 
     from .signature import op_name
 
+    form = ops.process_form() if form is None else form
+    ops.check_form(form)
     ops.load_library()
-    form = ops.process_form()
     sig = FORMS[form][DRAFT_MODEL_PREPROCESS.name]
     registered = read_registered(op_name(form, sig))
     drift = differences(sig, registered)
@@ -121,10 +123,13 @@ class MTPProposer:
 
     ``base`` is the runner's dict of base-model buffers (see BASE_KEYS), each
     with ``max_num_seqs`` rows, on the same place. A slot holds one request
-    from its insert until its release.
+    from its insert until its release. ``form`` is the form of the ops it
+    calls (``fastdeploy_mtp.signature.FORMS``); None: the process's
+    (``ops.process_form``).
     """
 
-    def __init__(self, config: ProposerConfig, base: Dict[str, object], place=None):
+    def __init__(self, config: ProposerConfig, base: Dict[str, object], place=None,
+                 form: Optional[str] = None):
         problems = base_buffer_problems(base, config.max_num_seqs, config.num_model_steps)
         if problems:
             raise ProposerError("MTPProposer: " + "; ".join(problems))
@@ -134,8 +139,9 @@ class MTPProposer:
                                    config.draft_width, place)
         self.place = self.state["draft_tokens"].place
         self.occupied: set = set()
-        self._preprocess_args = bind_preprocess_inputs(self.state, base)
-        self.form_ops = forms.load(ops.process_form())
+        self.form = ops.process_form() if form is None else form
+        self._preprocess_args = bind_preprocess_inputs(self.state, base, self.form)
+        self.form_ops = forms.load(self.form)
 
     def decode_mask_rollback(self) -> int:
         """The preset of a handed-over request."""

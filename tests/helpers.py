@@ -21,6 +21,27 @@ from fastdeploy_mtp.buffers import tensors  # noqa: E402
 from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OFFSETS  # noqa: E402
 
 
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def child_env(*front: str, **variables: str) -> dict:
+    """The environment of a child process that imports this checkout's
+    fastdeploy_mtp: the folders `front`, then the checkout, first on
+    PYTHONPATH, and the parent's PYTHONPATH after them, never dropped (Paddle
+    may come from it, as on a machine whose paddlepaddle-gpu is not
+    installed into this Python). `variables` are set on top; a value of None
+    removes the variable."""
+    env = dict(os.environ)
+    path = [*front, CHECKOUT, *env.get("PYTHONPATH", "").split(os.pathsep)]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in path if p))
+    for name, value in variables.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
+
+
 def gpu_available() -> bool:
     return paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
 

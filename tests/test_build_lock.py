@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import child_env
 
 from fastdeploy_mtp import _build, ops
 
@@ -191,9 +192,8 @@ def test_four_processes_on_an_empty_cache_build_once_and_all_load(tmp_path):
     """As tensor-parallel ranks or pytest-xdist workers start: four first
     uses at once. One compiles (the real compiler), the others wait."""
     root = tmp_path / "cache"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), FASTDEPLOY_MTP_CACHE=str(root),
-               FASTDEPLOY_MTP_BUILD="1")
-    env.pop("FASTDEPLOY_MTP_FORM", None)
+    env = child_env(FASTDEPLOY_MTP_CACHE=str(root), FASTDEPLOY_MTP_BUILD="1",
+                    FASTDEPLOY_MTP_FORM=None)
     go = tmp_path / "go"
     procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path / f"ready{i}"), str(go)],
                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

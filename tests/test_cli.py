@@ -2,9 +2,9 @@
 option, the options reach what they name, and its exit codes (0 done, 1 a run
 that FAILED its check, 2 a mistake or a missing piece said in one line on
 stderr, 130 interrupted) hold for the process itself: no traceback for a
-missing Paddle, a library that cannot be built, a bad FASTDEPLOY_MTP_FORM,
-Ctrl-C, an unwritable --plot or a reader that goes away, and a traceback still
-for a bug. Also its packaging: --version, the console script, the licence,
+missing Paddle, a library that cannot be built, Ctrl-C, an unwritable --plot
+or a reader that goes away, and a traceback still for a bug; FASTDEPLOY_MTP_FORM
+(fastdeploy_mtp.ops' form) changes no command. Also its packaging: --version, the console script, the licence,
 py.typed and the changelog. (Each option's own mistakes: the command line's
 rows of tests/test_hostile_input.py.)"""
 
@@ -17,6 +17,7 @@ import sys
 import textwrap
 
 import pytest
+from helpers import child_env
 
 import fastdeploy_mtp
 from fastdeploy_mtp import __main__ as cli
@@ -121,8 +122,7 @@ def test_bench_takes_its_rounds(capsys):
 def _env(*front):
     """The environment of a child process: this checkout (and `front`, a
     folder with a sitecustomize.py) first on its path."""
-    path = [*front, REPO, os.environ.get("PYTHONPATH", "")]
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in path if p))
+    return child_env(*front)
 
 
 def _program(argv, env=None, prelude=None, timeout=300):
@@ -244,13 +244,93 @@ ops._installed_is_current = lambda: False
     assert code == 1 and "Traceback" in err, (code, err)
 
 
-@pytest.mark.parametrize("argv", [["simulate", "--steps", "2"], ["check", "--form", "rollback"],
-                                  ["check"], ["bench-sim"]])
-def test_an_unknown_form_in_the_environment_is_one_line_and_exit_2(argv):
-    code, out, err = _program(argv, env=dict(_env(), FASTDEPLOY_MTP_FORM="nope"))
-    assert code == 2 and out == "", (code, out, err)
-    _one_line(err, "fastdeploy_mtp: error: FASTDEPLOY_MTP_FORM='nope': ")
-    assert ", ".join(FORMS) in err, err
+# Every command, with arguments that keep it short; its output does not
+# depend on FASTDEPLOY_MTP_FORM (the benchmarks' times do vary: only their
+# exit codes are compared).
+EVERY_COMMAND = {
+    "check": ["check"],
+    "check-one": ["check", "--form", "recompute"],
+    "signature": ["signature"],
+    "simulate": ["simulate", "--steps", "3", "--quiet"],
+    "simulate-pd": ["simulate", "--steps", "3", "--quiet", "--mode", "pd", "--form", "rollback"],
+    "simulate-fd": ["simulate", "--steps", "3", "--quiet", "--runner", "fastdeploy", "--form",
+                    "pr5738"],
+    "simulate-fd-pd": ["simulate", "--steps", "3", "--quiet", "--runner", "fastdeploy", "--mode",
+                       "pd", "--form", "shadow"],
+    "verdict": ["verdict", "--form", "shadow", "--role", "mixed", "-k", "1"],
+    "reproduce": ["reproduce", "pr5738"],
+    "bench": ["bench", "--device", "cpu", "--bsz", "1", "--repeat", "1", "--rounds", "1"],
+    "bench-sim": ["bench-sim"],
+    "bench-gpu": ["bench-gpu", "--bsz", "1", "--calls", "1", "--rounds", "1", "--graph-only"],
+}
+TIMED = {"bench", "bench-sim", "bench-gpu"}
+# Every form but the default, and no form at all; a command that takes seconds
+# a run, under a form of 22 tensors and under no form.
+FORM_VALUES = [*(f for f in FORMS if f != "rollback"), "nope"]
+SLOW = {"verdict": ["pr5738", "nope"]}
+
+
+def _run_in_process(argv, capsys):
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("name", sorted(EVERY_COMMAND))
+def test_no_command_reads_the_form_variable(name, monkeypatch, capsys):
+    """The command line's forms are its --form options and their defaults:
+    FASTDEPLOY_MTP_FORM, another form's name or none, changes no command's
+    output or exit code, and no command asks for the process's form."""
+    from fastdeploy_mtp import ops
+
+    argv = EVERY_COMMAND[name]
+    if name == "bench-sim":  # its simulations as short as they go: the path is what counts
+        from fastdeploy_mtp.bench import cpu as cpu_bench
+
+        monkeypatch.setattr(cpu_bench.simulator_bench, "__defaults__", (2, 2, 3, 0.5))
+    monkeypatch.delenv("FASTDEPLOY_MTP_FORM", raising=False)
+    want = _run_in_process(argv, capsys)
+    assert "Traceback" not in want[2], want
+    if name not in ("bench-gpu", "reproduce"):
+        assert want[0] == 0, want
+    asked = []
+    real = ops.process_form
+    monkeypatch.setattr(ops, "process_form", lambda: asked.append(1) or real())
+    # A timed command's output varies: its exit code, under a bad value, is
+    # what is compared.
+    for value in ["nope"] if name in TIMED else SLOW.get(name, FORM_VALUES):
+        monkeypatch.setenv("FASTDEPLOY_MTP_FORM", value)
+        got = _run_in_process(argv, capsys)
+        if name in TIMED:
+            assert got[0] == want[0], (value, got)
+        else:
+            assert got[:2] == want[:2], (value, got)
+        assert "FASTDEPLOY_MTP_FORM" not in got[2], (value, got)
+    assert not asked, f"{name} asked for the process's form"
+
+
+def test_the_form_variable_leaves_the_default_simulation_whole():
+    """As a user meets it: the variable set to a form of another signature
+    changes nothing in `simulate`'s output, and no traceback."""
+    want = _program(["simulate", "--steps", "3"])
+    for value in ("pr5738", "nope"):
+        got = _program(["simulate", "--steps", "3"], env=dict(_env(), FASTDEPLOY_MTP_FORM=value))
+        assert got == want, (value, got)
+    assert want[0] == 0 and "Traceback" not in want[2], want
+
+
+def test_a_bad_form_variable_refuses_the_wrappers_it_chooses_in_one_line(monkeypatch):
+    """What the variable chooses, fastdeploy_mtp.ops' wrappers, refuses a
+    bad value with one line (a ValueError naming the forms)."""
+    from fastdeploy_mtp import ops
+
+    monkeypatch.setenv("FASTDEPLOY_MTP_FORM", "nope")
+    for name in FORMS["rollback"]:
+        with pytest.raises(ValueError) as refused:
+            getattr(ops, name)
+        text = str(refused.value)
+        assert "\n" not in text and text.startswith("FASTDEPLOY_MTP_FORM='nope': "), text
+        assert ", ".join(FORMS) in text, text
 
 
 def _start(argv, env=None, prelude=None):
@@ -468,3 +548,82 @@ def test_the_install_hints_are_the_readmes():
         assert command and command.group(0) in readme, hint
         assert any(d.split("=")[0].strip() == package for d in extras[command.group(1)]), hint
         assert f"pip install {package}" in hint, hint
+
+
+# ---------------------------------------------------------------------------
+# For tools and CI: --json, the verdict's progress, each default said once
+
+
+@pytest.mark.parametrize("argv", [
+    ["--steps", "3"],
+    ["--steps", "30", "--without-fix", "--draft-model", "tiny"],
+    ["--steps", "3", "--runner", "fastdeploy", "--form", "pr5738", "--mode", "pd"],
+])
+def test_simulate_json_is_one_document_with_the_text_s_result(argv, capsys):
+    import json
+
+    code = cli.main(["simulate", "--quiet", *argv])
+    text = capsys.readouterr().out
+    assert cli.main(["simulate", "--json", *argv]) == code
+    out = capsys.readouterr().out
+    doc = json.loads(out)  # the whole of stdout: nothing else is mixed in
+    assert doc["command"] == "simulate" and doc["ok"] == (code == 0)
+    assert doc["options"]["steps"] == int(argv[1])
+    v = doc["violations"]
+    assert (f"{doc['tokens_checked']} tokens checked, {v['total']} violations "
+            f"({v['mask_offsets']} mask offsets, {v['alignment']} alignment)") in text
+    assert doc["failures"] == ([] if code == 0 else
+                               text.splitlines()[-1][len("FAILED: "):].split("; "))
+    if doc["draft_model"] is not None:
+        assert f"{doc['draft_model']['disagreements']} disagreements" in text
+    if "fastdeploy" in argv:
+        assert doc["fastdeploy_writes_outside"]["total"] == 0 and doc["options"]["form"] == "pr5738"
+
+
+def test_verdict_json_and_its_progress_on_stderr(capsys):
+    import json
+
+    from fastdeploy_mtp.harness import verdict
+
+    argv = ["verdict", "--form", "pr5245", "shadow", "--role", "pd", "-k", "2"]
+    assert cli.main(argv) == 0
+    out, err = capsys.readouterr()
+    table = out.splitlines()
+    progress = [ln for ln in err.splitlines() if ln.startswith("verdict: ")]
+    assert [re.sub(r"took \d+\.\d s", "took T", ln) for ln in progress[:2]] == [
+        "verdict: row 1/2 (pr5245, pd, k 2) took T", "verdict: row 2/2 (shadow, pd, k 2) took T"]
+    assert re.fullmatch(r"verdict: 2 rows in \d+ s", progress[2]), progress
+    assert "\n".join(table[:2]) == verdict.HEADER and len(table) == 4
+    assert cli.main([*argv, "--json"]) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert doc["command"] == "verdict" and doc["workload"]["steps"] == 60
+    assert [verdict.table_row(r) for r in doc["rows"]] == table[2:]
+    assert [(r["form"], r["role"], r["k"]) for r in doc["rows"]] == [("pr5245", "pd", 2),
+                                                                    ("shadow", "pd", 2)]
+    assert doc["rows"][0]["mask_violations"] > 0 and doc["rows"][1]["mask_violations"] == 0
+    assert len([ln for ln in err.splitlines() if ln.startswith("verdict: ")]) == 3
+
+
+@pytest.mark.parametrize("name", sorted(cli.COMMANDS))
+def test_the_help_says_each_default_once(name):
+    """The formatter adds each option's default: no help text says it too."""
+    _, commands = _subcommands()
+    sub = commands[name]
+    shown = " ".join(sub.format_help().split())
+    for action in sub._actions:
+        text = " ".join(sub._get_formatter()._get_help_string(action).split()) \
+            if action.help else ""
+        assert text.lower().count("default") <= 1, (name, action.option_strings, text)
+        if text.endswith(")") and "(default: " in text:
+            assert shown.count(text[text.rindex("(default: "):]) >= 1
+
+
+def test_plot_with_fastdeploy_s_runner_is_refused_before_the_run():
+    """Its run without the fix would be the run with it: FastDeploy's runner
+    inserts and presets by its own rules either way."""
+    code, out, err = _program(["simulate", "--runner", "fastdeploy", "--plot", "x.png"])
+    assert code == 2 and out == "", (code, out, err)
+    _one_line(err, "simulate: --plot draws our runner with and without the fix; FastDeploy's "
+                   "runner has no run without it")
+    assert not os.path.exists(os.path.join(REPO, "x.png"))

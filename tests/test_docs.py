@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import child_env
 
 from fastdeploy_mtp.harness import simulate_cli
 
@@ -273,11 +274,8 @@ def run_example(code: str, folder: Path) -> str:
     with nothing installed)."""
     script = folder / "step_by_hand.py"
     script.write_text(code)
-    paths = [str(README.parent)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-                                    if p]
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                       cwd=folder, timeout=300,
-                       env=dict(os.environ, PYTHONPATH=os.pathsep.join(paths)))
+                       cwd=folder, timeout=300, env=child_env())
     assert r.returncode == 0, r.stderr[-2000:]
     return r.stdout
 
@@ -364,3 +362,129 @@ def test_each_command_in_the_readme_prints_what_it_shows(capsys, argv, shown):
         assert (a < 1e-4 and b < 1e-4) or abs(a - b) <= 0.05 * b, (a, b)
     assert diff.sub("X", printed) == diff.sub("X", shown)
     assert code == (0 if shown.rstrip().splitlines()[-1].startswith("OK") else 1)
+
+
+# --- Links, the package's page, time figures, the changelog ---------------------
+
+ROOT = README.parent
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "CHANGELOG.md"]
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+# The README section the plugin's owner keeps (its links are kept there).
+FASTDEPLOY_SECTION = ("## Using it from FastDeploy", "\n## ")
+
+
+def anchors(page: Path) -> set:
+    """GitHub's anchors of `page`'s headings."""
+    found = set()
+    for heading in re.findall(r"^#+ (.+)$", page.read_text(), re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        found.add(slug)
+    return found
+
+
+def broken_links(page: Path, text: str = None) -> list:
+    """The relative links of `page` whose file (or heading) is not there."""
+    text = page.read_text() if text is None else text
+    broken = []
+    for target in LINK.findall(text):
+        if re.match(r"[a-z]+:", target):
+            continue  # an absolute URL
+        path, _, anchor = target.partition("#")
+        where = (page.parent / path) if path else page
+        if not where.exists() or (anchor and where.suffix == ".md"
+                                  and anchor not in anchors(where)):
+            broken.append(target)
+    return broken
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_relative_link_reaches_its_file_and_heading(page):
+    assert broken_links(page) == []
+
+
+def test_the_link_check_sees_a_path_from_the_wrong_folder():
+    usage = USAGE.read_text()
+    assert broken_links(USAGE, usage.replace("](contract.md#", "](docs/contract.md#", 1)) == [
+        "docs/contract.md#valid-ranges-and-what-is-refused"]
+    assert broken_links(USAGE, usage + "\n[x](contract.md#no-such-heading)\n") == [
+        "contract.md#no-such-heading"]
+
+
+def readme_outside_the_fastdeploy_section() -> str:
+    text = README.read_text()
+    start = text.index(FASTDEPLOY_SECTION[0])
+    end = text.index(FASTDEPLOY_SECTION[1], start + 1)
+    return text[:start] + text[end:]
+
+
+def test_the_readme_has_no_relative_link_to_break_in_the_package_description():
+    """The README is the package's long description, shown where the docs are
+    not: a relative link there leads nowhere. The project has no URL for an
+    absolute one, so the README names the files by their paths."""
+    text = readme_outside_the_fastdeploy_section()
+    assert [t for t in LINK.findall(text) if not re.match(r"[a-z]+:", t)] == []
+
+
+def test_the_readme_lists_every_command():
+    from fastdeploy_mtp import __main__ as cli
+
+    text = README.read_text()
+    start = text.index("--help` lists the commands (")
+    listed = re.findall(r"`([a-z-]+)`", text[start:text.index(")", start)])
+    assert sorted(listed) == sorted(cli.COMMANDS) and len(listed) == len(set(listed))
+
+
+# A time figure: a number of seconds or minutes, in digits or in words.
+TIME_FIGURE = re.compile(r"\b(\d+(\.\d+)?|one|two|three|four|five|ten|half a) ?(-)?"
+                         r"(s|seconds?|minutes?|min|hours?)\b")
+
+
+def paragraphs(text: str) -> list:
+    """Paragraphs, each item of a list one of its own."""
+    return [p for p in re.split(r"\n\s*\n|\n(?=\s*- )", text) if p.strip()]
+
+
+# A command in inline code (a fence's backticks are no such span).
+MEASURED_BY = re.compile(r"(?<!`)`(?!`)[^`]*\b(python|bash)\b[^`]*(?<!`)`(?!`)")
+
+
+@pytest.mark.parametrize("page", [README, USAGE, DEVELOPMENT, ROOT / "CHANGELOG.md"],
+                         ids=lambda p: p.name)
+def test_every_time_figure_names_the_command_that_measured_it(page):
+    """Each paragraph that gives a time names, in it, the command that took
+    it (a figure no one can measure again is left out)."""
+    text = readme_outside_the_fastdeploy_section() if page == README else page.read_text()
+    unmeasured = [p.strip()[:120] for p in paragraphs(text) if TIME_FIGURE.search(p)
+                  and not MEASURED_BY.search(p)]
+    assert unmeasured == []
+
+
+def test_the_changelog_s_release_is_what_installs():
+    """The release section names what the installed version has: every
+    form and every command."""
+    import fastdeploy_mtp
+    from fastdeploy_mtp import __main__ as cli
+    from fastdeploy_mtp.signature import FORMS
+
+    text = (ROOT / "CHANGELOG.md").read_text()
+    start = text.index(f"## [{fastdeploy_mtp.__version__}] - ")
+    end = text.find("\n## [", start + 1)
+    release = text[start:end if end > 0 else len(text)]
+    assert [f for f in FORMS if f"`{f}`" not in release] == []
+    assert [c for c in cli.COMMANDS if f"`{c}`" not in release] == []
+    count = {7: "seven", 8: "eight", 9: "nine", 10: "ten", 11: "eleven", 12: "twelve"}
+    assert f"{count[len(FORMS)]} forms" in release
+
+
+def test_the_classifiers_are_known_and_name_no_licence():
+    """The licence is the SPDX `license` field (setuptools refuses a licence
+    classifier beside it)."""
+    tomllib = pytest.importorskip("tomllib")
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        project = tomllib.load(f)["project"]
+    classifiers = project["classifiers"]
+    assert classifiers == sorted(classifiers) and len(set(classifiers)) == len(classifiers)
+    assert not any(c.startswith("License ::") for c in classifiers)
+    assert "Typing :: Typed" in classifiers  # py.typed ships
+    trove = pytest.importorskip("trove_classifiers")
+    assert [c for c in classifiers if c not in trove.classifiers] == []

@@ -598,11 +598,10 @@ assert_unchanged(t, s)
 print("UNCHANGED")
 """
     here = Path(__file__).resolve().parent
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(here), str(here.parent)] + [p for p in [env.get("PYTHONPATH")] if p])
-    r = subprocess.run([sys.executable, "-c", script], cwd=here, env=env, capture_output=True,
-                       text=True, timeout=300)
+    from helpers import child_env
+
+    r = subprocess.run([sys.executable, "-c", script], cwd=here, env=child_env(str(here)),
+                       capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "once before capturing" in r.stdout and "UNCHANGED" in r.stdout, r.stdout
 

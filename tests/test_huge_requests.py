@@ -9,6 +9,10 @@ undefined-behaviour sanitizer, over virtual buffers with inaccessible pages
 around them: any wrap, or any write outside a tensor, fails the run. On a GPU
 the op itself runs a request of 2^31 - 2 tokens in each branch (up to about
 26 GiB of the GPU's memory and 40 GiB of the host's).
+
+The CPU harness's resident set size reads about 12.7 GB: each of the many
+mappings of one 64 MiB memory file counts its pages again. The memory it takes
+is that file per tensor (docs/development.md, "Set-up", gives the figures).
 """
 
 import subprocess

@@ -397,8 +397,9 @@ def test_no_compiler_is_one_line_naming_it(monkeypatch, tmp_path, how, capsys):
 
 
 def test_the_builder_s_own_failure_is_one_line_from_its_exception(monkeypatch, tmp_path):
-    """Paddle's builder, run for real with no compiler it can call (the
-    check for one left out): its exception becomes the cause of one line."""
+    """Paddle's builder, run for real (in the build's own process) with no
+    compiler it can call (the check for one left out): its exception becomes
+    one line."""
     monkeypatch.setenv("CXX", "/nonexistent/c++")
     monkeypatch.setenv("FASTDEPLOY_MTP_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(_build, "missing_compiler", lambda: None)
@@ -407,7 +408,6 @@ def test_the_builder_s_own_failure_is_one_line_from_its_exception(monkeypatch, t
     msg = _one_line(e)
     assert msg.startswith("building the ") and msg.endswith(
         "failed: the compiler or linker failed (its messages are above)"), msg
-    assert isinstance(e.value.__cause__, RuntimeError)
     assert [p.suffix for p in (tmp_path / "cache").iterdir()] == [".lock"]
 
 

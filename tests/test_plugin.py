@@ -96,10 +96,11 @@ def drive(entry_point, commit, env=None, **spec):
     key = json.dumps([commit, env, spec], sort_keys=True)
     if key in _REPORTS:
         return _REPORTS[key]
-    full = {k: v for k, v in os.environ.items()
-            if k not in ("FD_PLUGINS", plugin.FORM_VARIABLE, plugin.MODE_VARIABLE)}
+    from helpers import child_env
+
+    full = child_env(str(entry_point), str(STANDIN), FD_PLUGINS=None,
+                     **{plugin.FORM_VARIABLE: None, plugin.MODE_VARIABLE: None})
     full.update(env or {})
-    full["PYTHONPATH"] = os.pathsep.join([str(entry_point), str(STANDIN), str(ROOT)])
     full["STANDIN_FASTDEPLOY_COMMIT"] = commit
     proc = subprocess.run([sys.executable, str(STANDIN / "drive.py"), json.dumps(spec)],
                           env=full, capture_output=True, text=True, timeout=120)

@@ -107,8 +107,8 @@ def test_with_the_plugin_every_row_of_the_docs_table_is_exact():
         assert int(cells[7]) > 0 and cells[8:] == ["0", "0", "0"], (key, cells)
 
 
-PLUGIN_SAMPLE = [("pr5245", "mixed", 2, "whole"), ("pr5738", "pd", 3, "chunks of 8"),
-                 ("shadow", "mixed", 1, "chunks of 8"), ("pr6403", "pd", 2, "prefix cache")]
+PLUGIN_SAMPLE = [("pr5245", "mixed", 2, "whole"), ("pr5738", "pd", 3, "chunks-8"),
+                 ("shadow", "mixed", 1, "chunks-8"), ("pr6403", "pd", 2, "prefix-cache")]
 
 
 @pytest.mark.parametrize("form,role,k,prefill", PLUGIN_SAMPLE)
@@ -122,7 +122,7 @@ def test_the_judge_sees_the_chunk_drift_the_plugin_s_patch_removes():
     preprocess puts the base model's dropped sample at a chunk's last draft
     input), and no longer with the plugin, whose only change there is the
     patch (the shadow form's ops are the same)."""
-    shipped = plugin_verdict.run("shadow", "mixed", 1, "chunks of 8", False)
-    ours = plugin_verdict.run("shadow", "mixed", 1, "chunks of 8", True)
+    shipped = plugin_verdict.run("shadow", "mixed", 1, "chunks-8", False)
+    ours = plugin_verdict.run("shadow", "mixed", 1, "chunks-8", True)
     assert shipped.model.disagreements > 0 and ours.model.disagreements == 0
     assert shipped.model.tokens == ours.model.tokens

@@ -127,7 +127,7 @@ def insert_bench(n_requests: int = 256, rounds: int = ROUNDS) -> None:
     from ..proposer import MTPProposer, ProposerConfig, Request, make_base_buffers
 
     cfg = ProposerConfig(num_model_steps=K, max_model_len=512, max_num_seqs=n_requests)
-    p = MTPProposer(cfg, make_base_buffers(n_requests, K))
+    p = MTPProposer(cfg, make_base_buffers(n_requests, K), form="rollback")
     rng = np.random.default_rng(1)
     reqs = [Request(slot=i, prompt=rng.integers(3, 1000, rng.integers(8, 128)).tolist())
             for i in range(n_requests)]

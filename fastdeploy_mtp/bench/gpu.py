@@ -218,7 +218,7 @@ def run(bsz_list, calls: int, rounds: int = 7, print_fn=print) -> None:
         print_fn(f"| {bsz} | {us['ours']:.1f} | {us['floor']:.1f} | {us['ours'] / us['floor']:.2f} "
                  f"| {us['async']:.1f} | {us['empty']:.1f} | {us['async'] / us['empty']:.2f} "
                  f"| {us['raw']:.1f} | {us['raw'] / us['empty']:.2f} |")
-    ops.raise_pending_errors(probe)
+    typed.raise_pending_errors(probe)
 
 
 CALL_BSZ = (1, 64, 512, 1024, 8192)
@@ -315,7 +315,7 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
         form_ops.draft_model_preprocess(**pre, **attrs)  # warm-up: error record, grid scratch
         with _Env({"FASTDEPLOY_MTP_ASYNC_MASK": "1"}):
             form_ops.update_attn_mask_offsets(**mask)
-        ops.raise_pending_errors(probe)
+        form_ops.raise_pending_errors(probe)
         # The agreeing launches take the rollback form's tensors (they only
         # agree, and read nothing but the batch's sizes): a rollback state of
         # as many requests, and the mask state with its cursor.
@@ -358,7 +358,7 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
         for _ in range(rounds):
             for name, g in graphs_of:
                 times[name].append(_replay_us(g, steps_in_graph, replays))
-        ops.raise_pending_errors(probe)  # every replayed call was valid
+        form_ops.raise_pending_errors(probe)  # every replayed call was valid
         o, e, f, d = (statistics.median(times[k]) for k, _ in graphs_of)
         print_fn(f"| {bsz} | {tokens} | {o:.1f} | {e:.1f} | {o / e:.2f} | {f:.1f} | {o / f:.2f} "
                  f"| {d:.1f} | {o / d:.2f} | {'yes' if correct else 'NO'} |")

@@ -13,7 +13,10 @@ runs rows of it again.
 from __future__ import annotations
 
 import argparse
-from typing import Dict, Tuple
+import json
+import sys
+import time
+from typing import Dict
 
 from .verdict import WORKLOAD, violations_cell
 
@@ -25,8 +28,8 @@ ROLES = ("mixed", "pd")
 KS = (1, 2, 3, 4)
 # The prefill workloads: each prompt whole, chunks of 8 tokens, and a
 # prefix-cache hit for half the prompts.
-PREFILLS: Dict[str, Dict[str, float]] = {"whole": {}, "chunks of 8": {"chunk": 8},
-                                         "prefix cache": {"prefix_cache": 0.5}}
+PREFILLS: Dict[str, Dict[str, float]] = {"whole": {}, "chunks-8": {"chunk": 8},
+                                         "prefix-cache": {"prefix_cache": 0.5}}
 COLUMNS = ("FastDeploy", "role", "k", "prefill", "shipped: disagreements", "violations",
            "writes outside a row", "with the plugin: draft tokens checked", "disagreements",
            "violations", "writes outside a row")
@@ -47,30 +50,63 @@ def run(form: str, role: str, k: int, prefill: str, plugin: bool):
     return simulate.run(a, legacy=False, print_rows=False)
 
 
-def cells(t) -> Tuple[str, str, str]:
-    return (str(t.model.disagreements), violations_cell(t.mask_violations, t.align_violations),
-            str(t.outside.total))
+def result(form: str, role: str, k: int, prefill: str) -> dict:
+    """One row's two runs, their counts by name (as ``verdict --plugin
+    --json`` prints them)."""
+    out = {"fastdeploy": VERSIONS[form], "form": form, "role": role, "k": k,
+           "prefill": prefill}
+    for name, plugin in (("shipped", False), ("with_plugin", True)):
+        t = run(form, role, k, prefill, plugin)
+        out[name] = {"draft_tokens_checked": t.model.tokens,
+                     "disagreements": t.model.disagreements,
+                     "mask_violations": t.mask_violations,
+                     "alignment_violations": t.align_violations,
+                     "fastdeploy_writes_outside": t.outside.total}
+    return out
 
 
-def row(form: str, role: str, k: int, prefill: str) -> str:
-    shipped, ours = run(form, role, k, prefill, False), run(form, role, k, prefill, True)
-    out = (f"{VERSIONS[form]} ({form})", role, str(k), prefill, *cells(shipped),
-           str(ours.model.tokens), *cells(ours))
+def table_row(r: dict) -> str:
+    def cells(c):
+        return (str(c["disagreements"]),
+                violations_cell(c["mask_violations"], c["alignment_violations"]),
+                str(c["fastdeploy_writes_outside"]))
+
+    out = (f"{r['fastdeploy']} ({r['form']})", r["role"], str(r["k"]), r["prefill"],
+           *cells(r["shipped"]), str(r["with_plugin"]["draft_tokens_checked"]),
+           *cells(r["with_plugin"]))
     return "| " + " | ".join(out) + " |"
 
 
+def row(form: str, role: str, k: int, prefill: str) -> str:
+    return table_row(result(form, role, k, prefill))
+
+
 def main(args) -> int:
-    print(HEADER, flush=True)
-    for form in args.form:
-        for role in args.role:
-            for k in args.k:
-                for prefill in args.prefill:
-                    print(row(form, role, k, prefill), flush=True)
+    """The table on stdout (or, with --json, one JSON document), and on
+    stderr a line per row as it ends, with the time it took."""
+    runs = [(f, r, k, p) for f in args.form for r in args.role for k in args.k
+            for p in args.prefill]
+    if not args.json:
+        print(HEADER, flush=True)
+    results = []
+    started = time.monotonic()
+    for n, (form, role, k, prefill) in enumerate(runs, 1):
+        t0 = time.monotonic()
+        r = result(form, role, k, prefill)
+        results.append(r)
+        print(f"verdict: row {n}/{len(runs)} ({form}, {role}, k {k}, {prefill}) took "
+              f"{time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
+        if not args.json:
+            print(table_row(r), flush=True)
+    if args.json:
+        print(json.dumps({"command": "verdict --plugin", "workload": dict(WORKLOAD),
+                          "rows": results}, indent=2))
+    print(f"verdict: {len(runs)} rows in {time.monotonic() - started:.0f} s", file=sys.stderr,
+          flush=True)
     return 0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefill", nargs="+", choices=list(PREFILLS), default=list(PREFILLS),
-                   metavar="P", help=f"with --plugin: the prefill workloads "
-                                     f"({', '.join(PREFILLS)}; default: all)")
+                   metavar="P", help="with --plugin: the prefill workloads")
 

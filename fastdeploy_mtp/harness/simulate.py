@@ -232,7 +232,13 @@ def make_node(name, role, k, args, rng, legacy, outside=None) -> Node:
                          truncate_first_token=True)
     place = sim_place(args.device)
     buffers = make_base_buffers(args.batch, k, place)
-    proposer = (ProposerWithoutFix if legacy else MTPProposer)(cfg, buffers, place)
+    # The form is the command line's (--form), never the process's
+    # (FASTDEPLOY_MTP_FORM chooses fastdeploy_mtp.ops' form, not this run's).
+    # With --plugin, FastDeploy's runner calls the corrected form of its version's.
+    form = getattr(args, "form", "rollback")
+    plugin = outside is not None and getattr(args, "plugin", False)
+    form = CORRECTED_OF[form] if plugin else form
+    proposer = (ProposerWithoutFix if legacy else MTPProposer)(cfg, buffers, place, form=form)
     base = ScriptedBase(buffers, k, args.max_dec_len,
                         finish_prob=0.0 if role == "prefill" else args.finish_prob,
                         block_prob=0.0 if role == "prefill" else args.block_prob, rng=rng,
@@ -242,10 +248,7 @@ def make_node(name, role, k, args, rng, legacy, outside=None) -> Node:
         runner = DraftRunner(args.batch, cfg.max_model_len, VOCAB, seed=0)
     # A substep feeds a request at most its prompt or k + 1 tokens.
     if outside is not None:
-        form = getattr(args, "form", "rollback")
-        plugin = getattr(args, "plugin", False)
-        draft = FastDeployDraft(proposer, outside, CORRECTED_OF[form] if plugin else form,
-                                args.max_dec_len, patched=plugin)
+        draft = FastDeployDraft(proposer, outside, form, args.max_dec_len, patched=plugin)
     elif args.graphs:
         draft = CapturedDraft(proposer, args.batch * (args.max_prompt + k + 1))
     else:

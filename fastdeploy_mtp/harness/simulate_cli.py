@@ -43,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "and its positional call, also counting what FastDeploy's kernels "
                         "would write outside a row")
     p.add_argument("--form", choices=list(FORMS), default=DEFAULT_FORM,
-                   help="which form of the ops runs: rollback (21 tensors, the default: "
+                   help="which form of the ops runs: rollback (21 tensors: "
                         "the reviewed design of FastDeploy PR #5738), recompute (22, with "
                         "recompute_token_num: FastDeploy commit 0956b09a's rules), pr5245 (20: "
                         "FastDeploy ba915e03e, no mask_rollback), pr5738 (22: PR #5738 as "
@@ -63,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "handing each prompt to the insert in chunks of N tokens (a chunk "
                         "never cuts an image span), one engine step each; on a mixed node "
                         "and a prefill node (a decode node's insert is the first token "
-                        "alone). Default 0: each prompt whole")
+                        "alone); 0: each prompt whole")
     p.add_argument("--prefix-cache", type=float, default=0.0, metavar="P",
                    help="with --runner fastdeploy: probability that a new prompt's prefill "
                         "starts after a prefix-cache hit of whole 4-token blocks "
@@ -85,6 +85,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also run with and without the fix and draw the mask-offset error per "
                         "step (and the disagreements, with --draft-model); needs matplotlib")
     p.add_argument("--quiet", action="store_true", help="the summary only, no row per step")
+    p.add_argument("--json", action="store_true",
+                   help="print the result as one JSON document on stdout instead of the text "
+                        "(no row per step; the same exit code)")
     p.add_argument("--max-prompt", type=int, default=24, metavar="N",
                    help="longest prompt, in tokens (each is 2..N, uniformly)")
     p.add_argument("--max-dec-len", type=int, default=40, metavar="N",
@@ -195,15 +198,23 @@ def validate(args) -> Optional[str]:
         problem = gpu_problem("--device gpu")
         if problem:
             return problem
+    if args.plot and args.runner == "fastdeploy":
+        # The run without the fix is our proposer's: FastDeploy's runner
+        # inserts and presets by its own rules either way, so both curves
+        # would be one.
+        return "--plot draws our runner with and without the fix; FastDeploy's runner has " \
+               "no run without it: leave out --plot or --runner fastdeploy (the verdict " \
+               "compares the forms under FastDeploy's runner)"
     if args.plot:
         return plot_problem(args.plot)
     return None
 
 
-def plot(args, path: str) -> bool:
+def plot(args, path: str, say=print):
     """Per step, with and without the fix: the worst mask-offset error, and
     with --draft-model the disagreements with the cache-free recomputation.
-    False (said on stderr) where the file could not be written."""
+    What it drew (a dict), or None (said on stderr) where the file could not
+    be written. `say` prints its line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -231,14 +242,42 @@ def plot(args, path: str) -> bool:
         fig.savefig(path, dpi=100)
     except OSError as e:  # the place was checked before the run; it changed since
         print(f"simulate: --plot {path}: could not write it ({e.strerror or e})", file=sys.stderr)
-        return False
+        return None
     said = f"{fixed.violations} violations"
     said_old = f"{old.violations} violations"
     if fixed.model is not None:
         said += f", {fixed.model.disagreements} disagreements"
         said_old += f", {old.model.disagreements} disagreements"
-    print(f"plot: {path} (with the fix: {said}; without: {said_old})")
-    return True
+    say(f"plot: {path} (with the fix: {said}; without: {said_old})")
+
+    def counts(t):
+        return {"violations": t.violations,
+                "disagreements": t.model.disagreements if t.model is not None else None}
+
+    return {"path": path, "with_the_fix": counts(fixed), "without_the_fix": counts(old)}
+
+
+def summary(args, t, plotted=None) -> dict:
+    """The run's result as `--json` prints it."""
+    options = {name: getattr(args, name) for name in (
+        "mode", "num_model_steps", "steps", "batch", "seed", "without_fix", "runner", "form",
+        "chunk", "prefix_cache", "draft_model", "device", "graphs", "image_prob",
+        "kv_scheduler")}
+    model = None if t.model is None else {
+        "tokens": t.model.tokens, "disagreements": t.model.disagreements,
+        "max_logit_diff": float(t.model.max_diff), "first": t.model.first}
+    outside = None if t.outside is None else {
+        "total": t.outside.total, "preprocess": t.outside.preprocess,
+        "draft_update": t.outside.draft_update, "first": t.outside.first or None}
+    return {"command": "simulate", "options": options, "ok": not t.failed,
+            "failures": t.failures, "substeps": t.substeps, "tokens_checked": t.tokens,
+            "violations": {"total": t.violations, "mask_offsets": t.mask_violations,
+                           "alignment": t.align_violations},
+            "first_violation": t.first_violation, "draft_model": model,
+            "fastdeploy_writes_outside": outside,
+            "replays": t.replays if args.graphs else None,
+            "reprefilled": t.reprefilled if args.kv_scheduler == "v0" else None,
+            "plot": plotted}
 
 
 def main(args) -> int:
@@ -258,6 +297,8 @@ def main(args) -> int:
     extra += ", block steps drop requests (v0)" if args.kv_scheduler == "v0" else ""
     extra += f", prefill chunks of {args.chunk}" if args.chunk else ""
     extra += f", prefix-cache prob {args.prefix_cache}" if args.prefix_cache else ""
+    if args.json:
+        return _main_json(args)
     print(f"simulate: mode {args.mode}, num_model_steps {args.num_model_steps}, {args.steps} steps, "
           f"batch {args.batch}, seed {args.seed}, {behaviour}{extra}")
     t = run(args, legacy=args.without_fix, print_rows=not args.quiet)
@@ -287,7 +328,7 @@ def main(args) -> int:
         print(f"no request reached a decode step (each ended first, --max-dec-len "
               f"{args.max_dec_len}): nothing was rolled back, so the run without the fix "
               f"could not drift; raise --max-dec-len or --steps to see it")
-    plotted = plot(args, args.plot) if args.plot else True
+    plotted = plot(args, args.plot) is not None if args.plot else True
     if not t.failed:
         print("OK: the mask offsets stayed right" + (" and the draft model computed exactly "
                                                      "what a cache-free one does"
@@ -295,5 +336,17 @@ def main(args) -> int:
     else:
         print("FAILED: " + "; ".join(t.failures))
     if not plotted:
+        return 2
+    return 1 if t.failed else 0
+
+
+def _main_json(args) -> int:
+    """`simulate --json`: the run, then its result as one JSON document."""
+    import json
+
+    t = run(args, legacy=args.without_fix, print_rows=False)
+    plotted = plot(args, args.plot, say=lambda line: None) if args.plot else None
+    print(json.dumps(summary(args, t, plotted), indent=2))
+    if args.plot and plotted is None:
         return 2
     return 1 if t.failed else 0

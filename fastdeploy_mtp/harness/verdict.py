@@ -11,6 +11,9 @@ again.
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+import time
 
 from ..signature import FORMS
 
@@ -38,9 +41,9 @@ def violations_cell(mask: int, alignment: int) -> str:
     return f"{mask + alignment} ({', '.join(kinds)})"
 
 
-def row(form: str, role: str, k: int, chunk: int = 0) -> str:
-    """One row (of the chunked table where `chunk` is not 0)."""
-    from . import simulate, simulate_cli
+def _arguments(form: str, role: str, k: int, chunk: int = 0) -> argparse.Namespace:
+    """simulate's arguments for one row."""
+    from . import simulate_cli
 
     p = argparse.ArgumentParser()
     simulate_cli.add_arguments(p)
@@ -48,36 +51,84 @@ def row(form: str, role: str, k: int, chunk: int = 0) -> str:
     for name, value in dict(WORKLOAD, form=form, mode=role, num_model_steps=k,
                             chunk=chunk).items():
         setattr(a, name, value)
-    t = simulate.run(a, legacy=False, print_rows=False)
-    cells = (form, role, str(k), *([str(chunk)] if chunk else []), str(t.model.tokens),
-             str(t.model.disagreements), violations_cell(t.mask_violations, t.align_violations),
-             str(t.outside.total))
+    return a
+
+
+def result(form: str, role: str, k: int, chunk: int = 0) -> dict:
+    """One row's run: its counts, by name (as `verdict --json` prints them)."""
+    from . import simulate
+
+    t = simulate.run(_arguments(form, role, k, chunk), legacy=False, print_rows=False)
+    return {"form": form, "role": role, "k": k, "chunk": chunk,
+            "draft_tokens_checked": t.model.tokens, "disagreements": t.model.disagreements,
+            "mask_violations": t.mask_violations, "alignment_violations": t.align_violations,
+            "fastdeploy_writes_outside": t.outside.total}
+
+
+def table_row(r: dict) -> str:
+    """`r` (a result) as a row of the table (of the chunked one where its
+    chunk is not 0)."""
+    cells = (r["form"], r["role"], str(r["k"]), *([str(r["chunk"])] if r["chunk"] else []),
+             str(r["draft_tokens_checked"]), str(r["disagreements"]),
+             violations_cell(r["mask_violations"], r["alignment_violations"]),
+             str(r["fastdeploy_writes_outside"]))
     return "| " + " | ".join(cells) + " |"
 
 
+def row(form: str, role: str, k: int, chunk: int = 0) -> str:
+    """One row (of the chunked table where `chunk` is not 0)."""
+    return table_row(result(form, role, k, chunk))
+
+
 def main(args) -> int:
+    """The table on stdout (or, with --json, one JSON document), and on
+    stderr a line per row as it ends, with the time it took."""
     if getattr(args, "plugin", False):
         from . import plugin_verdict
 
         if args.form == list(FORMS):  # the default: every version the plugin stands behind
             args.form = list(plugin_verdict.VERSIONS)
+        others = [f for f in args.form if f not in plugin_verdict.VERSIONS]
+        if others or args.chunk:
+            print(f"verdict: --plugin runs the FastDeploy versions "
+                  f"{', '.join(plugin_verdict.VERSIONS)} (--form), each prefill workload "
+                  f"(--prefill, not --chunk); got "
+                  f"{'--form ' + ' '.join(others) if others else '--chunk'}", file=sys.stderr)
+            return 2
         return plugin_verdict.main(args)
-    print(CHUNKED_HEADER if args.chunk else HEADER, flush=True)
-    for form in args.form:
-        for role in args.role:
-            for k in args.k:
-                print(row(form, role, k, args.chunk), flush=True)
+    runs = [(form, role, k) for form in args.form for role in args.role for k in args.k]
+    if not args.json:
+        print(CHUNKED_HEADER if args.chunk else HEADER, flush=True)
+    results = []
+    started = time.monotonic()
+    for n, (form, role, k) in enumerate(runs, 1):
+        t0 = time.monotonic()
+        r = result(form, role, k, args.chunk)
+        results.append(r)
+        print(f"verdict: row {n}/{len(runs)} ({form}, {role}, k {k}) took "
+              f"{time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
+        if not args.json:
+            print(table_row(r), flush=True)
+    if args.json:
+        a = _arguments("rollback", "mixed", 1, args.chunk)
+        workload = {name: getattr(a, name) for name in ("steps", "batch", "seed", "runner",
+                                                         "draft_model", "image_prob", "chunk")}
+        print(json.dumps({"command": "verdict", "workload": workload, "rows": results},
+                         indent=2))
+    print(f"verdict: {len(runs)} rows in {time.monotonic() - started:.0f} s", file=sys.stderr,
+          flush=True)
     return 0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     forms = list(FORMS)
+    # The help's formatter adds each default: the texts do not say it again.
     p.add_argument("--form", nargs="+", choices=forms, default=forms, metavar="FORM",
-                   help=f"forms to run ({', '.join(forms)}; default: all)")
+                   help="forms to run")
     p.add_argument("--role", nargs="+", choices=ROLES, default=list(ROLES),
-                   help="roles to run (default: both)")
+                   help="roles to run")
     p.add_argument("-k", nargs="+", type=int, choices=KS, default=list(KS), metavar="K",
-                   help="num_model_steps values to run (default: 1 2 3 4)")
+                   help="num_model_steps values to run")
     p.add_argument("--plugin", action="store_true",
                    help="the table with the plugin: each FastDeploy version (--form pr5245, "
                         "pr5738, pr6403, shadow) as shipped and with FD_PLUGINS=fastdeploy_mtp, "
@@ -87,4 +138,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     plugin_arguments(p)
     p.add_argument("--chunk", type=int, default=0, metavar="N",
                    help="FastDeploy's chunked prefill, chunks of N prompt tokens (simulate's "
-                        "--chunk; default 0: each prompt prefilled whole)")
+                        "--chunk; 0: each prompt prefilled whole)")
+    p.add_argument("--json", action="store_true",
+                   help="print the rows as one JSON document on stdout instead of the table")
