@@ -160,6 +160,18 @@ MUTATIONS = [
     Mutation("pr5738 refuses a decode of negative seq_lens_encoder", H,
              "bit(decode & (p.encoder < 0) & !p.merged, kDecodeEncoder)",
              "bit(decode & (p.encoder < 0), kDecodeEncoder)"),
+    # -- the int32 and int64 extremes of each sum and difference the rules compute ---
+    Mutation("pr5738 rollback plus recomputed tokens past int32 let through", H,
+             "bit(p.rollback_tensor & ((uint64_t)(r - kInt32Min)",
+             "bit(p.rollback_tensor & !p.merged & ((uint64_t)(r - kInt32Min)"),
+    Mutation("a decode's seq_lens_decoder past int32 max let through", H,
+             "bit(decode & ((p.decoder < kInt32Min) | (p.decoder > kInt32Max)), kDecodeDecoder)",
+             "bit(decode & (p.decoder < kInt32Min), kDecodeDecoder)"),
+    Mutation("a step_idx stepping up past int64 let through", H,
+             ": p.step_from > kInt64Max + p.step_minus),", ": false),"),
+    Mutation("a decode's mask end computed in int32", H,
+             "bit(decode & (cursor + p.n > kInt32Max), kDecodeEnd)",
+             "bit(decode & ((int32_t)cursor + p.n > kInt32Max), kDecodeEnd)"),
     # -- PR #5245's op (the pr5245 form) and PR #6403's mask rule (the pr6403 form) ----
     Mutation("pr5245 runs as the other forms, not as FastDeploy's kernel", H,
              "  return f == Form::kPr5245 || f == Form::kPr5738;",
@@ -522,6 +534,14 @@ MUTATIONS = [
              "        row[:n] = 0\n        row[n:] = 0"),
     Mutation("reference shadow decode_states keeps a 1", REF,
              "row[:n] = np.where(row[:n] == 1, -1, 0)", "row[:n] = np.where(row[:n] == 1, 1, 0)"),
+    Mutation("the reference names only the first missing tensor", REF,
+             """[f"lacks {', '.join(missing)}"]""", """[f"lacks {missing[0]}"]"""),
+    Mutation("the reference names the missing tensors alone where others are unknown", REF,
+             """the state {'; it '.join(said)}\"""", """the state {said[0]}\""""),
+    # -- the models of FastDeploy's kernels: what they refuse -------------------------
+    Mutation("a kernel model checks the dtypes of written tensors only", REF_FD,
+             "        if state[t.name].dtype != t.dtype:",
+             "        if t.written and state[t.name].dtype != t.dtype:"),
     # -- the proposer -----------------------------------------------------------------
     Mutation("decode preset 1 - k", SLOTS, "return 1 - (num_model_steps - 1)",
              "return 1 - num_model_steps"),
@@ -778,6 +798,7 @@ MUTATIONS = [
 # a check skipped there makes the Paddle op write past a tensor (a crash),
 # where the guarded driver fails the test instead.
 CPU_TESTS = ["tests/test_guarded.py", "tests/test_launch_plan.py", "tests/test_hostile_input.py",
+             "tests/test_form_limits.py",
              "tests/test_bad_input.py", "tests/test_refusal_messages.py",
              "tests/test_properties.py", "tests/test_differential.py",
              "tests/test_proposer.py", "tests/test_simulator.py", "tests/test_draft_model.py",
@@ -786,7 +807,7 @@ CPU_TESTS = ["tests/test_guarded.py", "tests/test_launch_plan.py", "tests/test_h
              "tests/test_fastdeploy_kernels.py", "tests/test_form_pr5245.py",
              "tests/test_form_pr5738.py",
              "tests/test_form_pr6403.py", "tests/test_form_xpu.py",
-             "tests/test_reference_fastdeploy.py",
+             "tests/test_reference_fastdeploy.py", "tests/test_state_errors.py",
              "tests/test_form_shadow.py", "tests/test_fastdeploy_dropin.py",
              "tests/test_sim_fastdeploy.py", "tests/test_sim_chunked.py", "tests/test_cli.py",
              "tests/test_plugin.py",
@@ -807,8 +828,9 @@ GPU2_TESTS = ["tests/test_gpu_devices.py"]
 # its code sees it, while a survivor still runs every file. The verdict is
 # the whole suite's either way; only the time to it changes.
 NEAREST = {
-    REF: ["tests/test_differential.py", "tests/test_properties.py"],
-    REF_FD: ["tests/test_reference_fastdeploy.py", "tests/test_fastdeploy_kernels.py"],
+    REF: ["tests/test_differential.py", "tests/test_properties.py", "tests/test_state_errors.py"],
+    REF_FD: ["tests/test_reference_fastdeploy.py", "tests/test_fastdeploy_kernels.py",
+             "tests/test_state_errors.py"],
     PLUGIN: ["tests/test_plugin.py"],
     REPRO: ["tests/test_reproduce.py", "tests/test_cli.py"],
     SIMFD: ["tests/test_sim_fastdeploy.py", "tests/test_sim_chunked.py", "tests/test_verdict.py"],
