@@ -60,7 +60,9 @@ DISPATCH = "custom_ops/op_dispatch.h"
 BIND = "custom_ops/op_bindings.h"
 MAIN = "fastdeploy_mtp/__main__.py"
 SIM_CLI = "fastdeploy_mtp/harness/simulate_cli.py"
-PLUGIN = "fastdeploy_mtp/plugin.py"
+PLUGIN = "fastdeploy_mtp/plugin/__init__.py"
+PLUGIN_DETECT = "fastdeploy_mtp/plugin/detect.py"
+PLUGIN_REPLACE = "fastdeploy_mtp/plugin/replace.py"
 REPRO = "fastdeploy_mtp/harness/reproduce.py"
 WITHOUT_FIX = "fastdeploy_mtp/harness/without_fix.py"
 REF_FD = "fastdeploy_mtp/reference_fastdeploy.py"
@@ -209,41 +211,41 @@ MUTATIONS = [
     # -- the FastDeploy plugin ----------------------------------------------------------
     Mutation("plugin chooses the first shipped form for any signature", PLUGIN,
              '        candidates, why = detected, f"FastDeploy\'s {PREPROCESS} {what}"',
-             '        candidates, why = SHIPPED_FORMS[:1], f"FastDeploy\'s {PREPROCESS} {what}"'),
-    Mutation("plugin patches FastDeploy's ops module only", PLUGIN,
+             '        candidates, why = ("pr5245",), f"FastDeploy\'s {PREPROCESS} {what}"'),
+    Mutation("plugin patches FastDeploy's ops module only", PLUGIN_REPLACE,
              "        for module in list(sys.modules.values()):",
-             "        for module in [sys.modules[FASTDEPLOY_OPS]]:"),
-    Mutation("plugin takes an unknown signature for the recompute form", PLUGIN,
+             "        for module in [sys.modules[\"fastdeploy.model_executor.ops.gpu\"]]:"),
+    Mutation("plugin takes an unknown signature for the recompute form", PLUGIN_DETECT,
              '        return None, f"{what}, as none of our forms does ({known})"',
              '        return ("recompute",), f"{what}, as none of our forms does ({known})"'),
     Mutation("plugin follows FASTDEPLOY_MTP_FORM to an op of another signature", PLUGIN,
-             "                not _matches(override, PREPROCESS, names, count):",
+             "                not matches(override, PREPROCESS, names, count):",
              "                False:"),
     Mutation("plugin lets an unforeseen failure out of register", PLUGIN,
              "        except Exception as e:  # whatever went wrong, FastDeploy runs on with its own ops",
              "        except ImportError as e:  # whatever went wrong, FastDeploy runs on with its own ops"),
-    Mutation("plugin probe's answer inverted", PLUGIN,
+    Mutation("plugin probe's answer inverted", PLUGIN_DETECT,
              "    matching = [form for form in candidates if probe.expect.get(form) == seen]",
              "    matching = [form for form in candidates if probe.expect.get(form) != seen]"),
     Mutation("plugin loads our library at register", PLUGIN,
-             "    modules = _replace(deferred.replacements())",
-             "    modules = _replace(deferred.replacements()) + 0 * bool(deferred._library("
+             "    modules = replace_everywhere(deferred.replacements())",
+             "    modules = replace_everywhere(deferred.replacements()) + 0 * bool(deferred._library("
              "deferred.preprocess, PREPROCESS))"),
-    Mutation("plugin leaves FastDeploy's 20-tensor op unknown", PLUGIN,
+    Mutation("plugin leaves FastDeploy's 20-tensor op unknown", PLUGIN_DETECT,
              'SHIPPED_FORMS = ("pr5245", "pr5738", "pr6403", "shadow")',
              'SHIPPED_FORMS = ("pr5738", "pr6403", "shadow")'),
-    Mutation("plugin keeps our mask op where the probe cannot tell", PLUGIN,
+    Mutation("plugin keeps our mask op where the probe cannot tell", PLUGIN_REPLACE,
              "            return None\n        if form is None:",
              "            return self.candidates[0]\n        if form is None:"),
-    Mutation("plugin retries a library that failed to load", PLUGIN,
+    Mutation("plugin retries a library that failed to load", PLUGIN_REPLACE,
              "        if self.library_failed:\n            return None",
              "        if False:\n            return None"),
-    Mutation("plugin's first calls choose without the lock", PLUGIN,
+    Mutation("plugin's first calls choose without the lock", PLUGIN_REPLACE,
              "        with self.lock:", "        with threading.Lock():"),
-    Mutation("plugin probes on the default place", PLUGIN,
+    Mutation("plugin probes on the default place", PLUGIN_DETECT,
              "        return paddle.to_tensor(np.asarray(values, dtype), place=place)",
              "        return paddle.to_tensor(np.asarray(values, dtype))"),
-    Mutation("plugin returns every output in dynamic mode", PLUGIN,
+    Mutation("plugin returns every output in dynamic mode", PLUGIN_REPLACE,
              "        return outs[0] if isinstance(outs, (list, tuple)) else outs",
              "        return outs"),
     # -- the reproducer (python -m fastdeploy_mtp reproduce) -----------------------------
@@ -850,6 +852,8 @@ NEAREST = {
     REF_FD: ["tests/test_reference_fastdeploy.py", "tests/test_fastdeploy_kernels.py",
              "tests/test_state_errors.py"],
     PLUGIN: ["tests/test_plugin.py"],
+    PLUGIN_DETECT: ["tests/test_plugin.py"],
+    PLUGIN_REPLACE: ["tests/test_plugin.py"],
     REPRO: ["tests/test_reproduce.py", "tests/test_cli.py"],
     SIMFD: ["tests/test_sim_fastdeploy.py", "tests/test_sim_chunked.py", "tests/test_verdict.py"],
     SIM_MODELS: ["tests/test_sim_chunked.py", "tests/test_simulator.py"],

@@ -33,6 +33,7 @@ import numpy as np
 import pytest
 
 from fastdeploy_mtp import plugin, reference
+from fastdeploy_mtp.plugin import detect, log, replace
 from fastdeploy_mtp.signature import FORMS, preprocess_form
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -337,20 +338,20 @@ def test_our_own_forms_are_never_detected():
     """Ours alone, and commit 0956b09a's (on no FastDeploy branch): no
     FastDeploy registration chooses the rollback or the recompute form (the
     recompute form's is pr5738's)."""
-    assert plugin.SIGNATURES and all("rollback" not in forms and "recompute" not in forms
-                                     for forms in plugin.SIGNATURES.values())
+    assert detect.SIGNATURES and all("rollback" not in forms and "recompute" not in forms
+                                     for forms in detect.SIGNATURES.values())
 
 
 def test_forms_that_share_a_signature_have_a_probe_and_one_preprocess_kernel():
     """The probe runs at the mask op's first call, after the preprocess has
     run: the preprocess must be the same for every form the probe may
     choose."""
-    shared = [forms for forms in plugin.SIGNATURES.values() if len(forms) > 1]
-    assert shared and all(forms in plugin.PROBES for forms in shared)
+    shared = [forms for forms in detect.SIGNATURES.values() if len(forms) > 1]
+    assert shared and all(forms in detect.PROBES for forms in shared)
     for forms in shared:
-        assert set(plugin.PROBES[forms].expect) == set(forms)
+        assert set(detect.PROBES[forms].expect) == set(forms)
         assert len({preprocess_form(f) for f in forms}) == 1
-        assert len(set(plugin.PROBES[forms].expect.values())) == len(forms)
+        assert len(set(detect.PROBES[forms].expect.values())) == len(forms)
 
 
 def as_fastdeploy_op(model):
@@ -382,11 +383,11 @@ def test_the_probe_expects_what_each_form_s_op_and_fastdeploy_s_kernel_leave(for
 
     from fastdeploy_mtp import forms
 
-    probe = plugin.PROBES[("pr5738", "pr6403")]
+    probe = detect.PROBES[("pr5738", "pr6403")]
     raw = forms.load(form).library.update_attn_mask_offsets
     assert probe.run(raw, paddle.CPUPlace()) == probe.expect[form]
     assert probe.run(as_fastdeploy_op(model), paddle.CPUPlace()) == probe.expect[form]
-    assert plugin.choose(("pr5738", "pr6403"), as_fastdeploy_op(model),
+    assert detect.choose(("pr5738", "pr6403"), as_fastdeploy_op(model),
                          paddle.CPUPlace())[0] == form
 
 
@@ -404,9 +405,9 @@ def test_the_probe_runs_on_the_gpu(form):
     from fastdeploy_mtp import forms
 
     raw = forms.load(form).library.update_attn_mask_offsets
-    probe = plugin.PROBES[("pr5738", "pr6403")]
+    probe = detect.PROBES[("pr5738", "pr6403")]
     assert probe.run(raw, paddle.CUDAPlace(0)) == probe.expect[form]
-    assert plugin.choose(("pr5738", "pr6403"), raw, paddle.CUDAPlace(0))[0] == form
+    assert detect.choose(("pr5738", "pr6403"), raw, paddle.CUDAPlace(0))[0] == form
 
 
 def test_the_probe_builds_its_state_on_the_place_it_is_given(monkeypatch):
@@ -423,7 +424,7 @@ def test_the_probe_builds_its_state_on_the_place_it_is_given(monkeypatch):
         return to_tensor(data, dtype=dtype, place=paddle.CPUPlace(), stop_gradient=stop_gradient)
 
     monkeypatch.setattr(paddle, "to_tensor", recording)
-    plugin.PROBES[("pr5738", "pr6403")].run(fastdeploy_op, place)
+    detect.PROBES[("pr5738", "pr6403")].run(fastdeploy_op, place)
     assert len(asked) == 10 and all(p is place for p in asked), asked
 
 
@@ -431,31 +432,31 @@ def test_the_place_is_that_of_the_call_s_ids_remove_padding():
     import paddle
 
     ids, other = paddle.to_tensor([1]), paddle.to_tensor([2])
-    assert plugin._call_place((ids, other), {}) == ids.place
-    assert plugin._call_place((), {"seq_lens_this_time": other, "ids_remove_padding": ids}) \
+    assert replace.call_place((ids, other), {}) == ids.place
+    assert replace.call_place((), {"seq_lens_this_time": other, "ids_remove_padding": ids}) \
         == ids.place
     with pytest.raises(TypeError, match="not a paddle.Tensor"):
-        plugin._call_place((np.zeros(1),), {})
+        replace.call_place((np.zeros(1),), {})
     paddle.enable_static()
     try:
         with pytest.raises(RuntimeError, match="static graph"):
-            plugin._call_place((ids,), {})
+            replace.call_place((ids,), {})
     finally:
         paddle.disable_static()
 
 
 def test_choose_takes_the_one_candidate_and_tells_several_apart_by_their_probe(monkeypatch):
     seen = []
-    probe = plugin.Probe(op=MASK, state="s", run=lambda op, place: seen.append((op, place)) or op,
+    probe = detect.Probe(op=MASK, state="s", run=lambda op, place: seen.append((op, place)) or op,
                          expect={"pr5738": "a", "pr6403": "b"}, fields=("x",))
-    monkeypatch.setitem(plugin.PROBES, ("pr5738", "pr6403"), probe)
-    assert plugin.choose(("pr5245",))[0] == "pr5245" and seen == []
-    assert plugin.choose(("pr5738", "pr6403"), "b", "here")[0] == "pr6403"
+    monkeypatch.setitem(detect.PROBES, ("pr5738", "pr6403"), probe)
+    assert detect.choose(("pr5245",))[0] == "pr5245" and seen == []
+    assert detect.choose(("pr5738", "pr6403"), "b", "here")[0] == "pr6403"
     assert seen == [("b", "here")]
-    assert plugin.choose(("pr5738", "pr6403"), "a", "here")[0] == "pr5738"
-    form, what = plugin.choose(("pr5738", "pr6403"), "c", "here")
+    assert detect.choose(("pr5738", "pr6403"), "a", "here")[0] == "pr5738"
+    form, what = detect.choose(("pr5738", "pr6403"), "c", "here")
     assert form is None and "as none of our forms" in what, what
-    assert plugin.choose(("rollback", "recompute"), "a", "here")[0] is None
+    assert detect.choose(("rollback", "recompute"), "a", "here")[0] is None
 
 
 class FakeOps:
@@ -480,7 +481,7 @@ def test_the_first_calls_of_many_threads_run_one_probe(caplog):
         time.sleep(0.05)  # a slow probe: the other threads arrive meanwhile
         return model(*tensors)
 
-    deferred = plugin._Deferred(FakeOps(draft_model_preprocess=lambda *a: None,
+    deferred = replace.Deferred(FakeOps(draft_model_preprocess=lambda *a: None,
                                         update_attn_mask_offsets=fastdeploy_mask),
                                 ("pr5738", "pr6403"))
     stand_in = deferred.stand_ins[MASK]
@@ -496,7 +497,7 @@ def test_the_first_calls_of_many_threads_run_one_probe(caplog):
         outs[k] = (stand_in(*[t[n] for n in FORMS["pr6403"][MASK].input_names]).numpy(),
                    t["decode_states"].numpy())
 
-    with caplog.at_level(logging.INFO, logger=plugin.LOGGER_NAME):
+    with caplog.at_level(logging.INFO, logger=log.LOGGER_NAME):
         threads = [threading.Thread(target=call, args=(k,)) for k in range(len(inputs))]
         for th in threads:
             th.start()
@@ -520,12 +521,12 @@ def test_a_first_call_in_a_static_graph_keeps_fastdeploy_s_mask_op(caplog):
     import paddle
 
     fastdeploy_mask = object()
-    deferred = plugin._Deferred(FakeOps(draft_model_preprocess=lambda *a: None,
+    deferred = replace.Deferred(FakeOps(draft_model_preprocess=lambda *a: None,
                                         update_attn_mask_offsets=fastdeploy_mask),
                                 ("pr5738", "pr6403"))
     paddle.enable_static()
     try:
-        with caplog.at_level(logging.INFO, logger=plugin.LOGGER_NAME):
+        with caplog.at_level(logging.INFO, logger=log.LOGGER_NAME):
             chosen = deferred.choose(MASK, (None,), {})
     finally:
         paddle.disable_static()
@@ -542,11 +543,11 @@ def test_ours_return_what_fastdeploy_s_return():
     def raw(*args):
         return ["first", "second"]
 
-    assert plugin._as_fastdeploy_returns(raw, "pr5738", keep_first=False)() is None
-    assert plugin._as_fastdeploy_returns(raw, "pr5738", keep_first=True)() == "first"
+    assert replace.as_fastdeploy_returns(raw, "pr5738", keep_first=False)() is None
+    assert replace.as_fastdeploy_returns(raw, "pr5738", keep_first=True)() == "first"
     paddle.enable_static()
     try:
-        assert plugin._as_fastdeploy_returns(raw, "pr5738", keep_first=True)() == raw()
+        assert replace.as_fastdeploy_returns(raw, "pr5738", keep_first=True)() == raw()
     finally:
         paddle.disable_static()
 
@@ -567,15 +568,15 @@ def test_an_extension_function_s_parameters_are_read_from_its_docstring(form, ca
     """Names where it states them, else their number (argN)."""
     params = op_parameters(form)
     named = ExtensionFunction(PRE, params)
-    assert plugin._parameters(named) == (tuple(params), len(params))
+    assert detect.parameters(named) == (tuple(params), len(params))
     unnamed = ExtensionFunction(PRE, [f"arg{k}" for k in range(len(params))])
-    assert plugin._parameters(unnamed) == (None, len(params))
+    assert detect.parameters(unnamed) == (None, len(params))
 
     ops = FakeOps(draft_model_preprocess=unnamed)
-    assert plugin._detect(ops, unnamed)[0] == candidates
-    assert plugin._detect(ops, named)[0] == candidates
+    assert detect.forms_of(ops, unnamed)[0] == candidates
+    assert detect.forms_of(ops, named)[0] == candidates
     unknown = ExtensionFunction(PRE, ["arg0"] * (len(params) + 1))
-    assert plugin._detect(ops, unknown)[0] is None
+    assert detect.forms_of(ops, unknown)[0] is None
 
 
 def test_a_mask_op_of_another_form_makes_the_signature_unknown():
@@ -583,7 +584,7 @@ def test_a_mask_op_of_another_form_makes_the_signature_unknown():
     preprocess = ExtensionFunction(PRE, op_parameters("pr5738"))
     mask = ExtensionFunction(MASK, FORMS["shadow"][MASK].input_names)
     ops = FakeOps(draft_model_preprocess=preprocess, update_attn_mask_offsets=mask)
-    form, what = plugin._detect(ops, preprocess)
+    form, what = detect.forms_of(ops, preprocess)
     assert form is None and "update_attn_mask_offsets takes 8 parameters" in what, what
     ops.__dict__[MASK] = ExtensionFunction(MASK, FORMS["pr6403"][MASK].input_names)
-    assert plugin._detect(ops, preprocess)[0] == ("pr5738", "pr6403")
+    assert detect.forms_of(ops, preprocess)[0] == ("pr5738", "pr6403")

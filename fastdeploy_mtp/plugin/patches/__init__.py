@@ -1,0 +1,1 @@
+"""Patches of FastDeploy's proposer (see each module)."""
