@@ -58,6 +58,12 @@ DISPATCH = "custom_ops/op_dispatch.h"
 # a bug planted here is a bug of the C++ that runs (test_signature.py also sees
 # that the file no longer is the table's).
 BIND = "custom_ops/op_bindings.h"
+# The signature table itself: a mutation there renders the bindings again in
+# the mutant's copy (``signature --write``), so that no test can kill it by
+# seeing a generated file that no longer matches its table; only a test of
+# what the rendered C++ takes or refuses can.
+SIGNATURE = "fastdeploy_mtp/signature.py"
+RENDERED_FROM_TABLE = (SIGNATURE,)
 MAIN = "fastdeploy_mtp/__main__.py"
 SIM_CLI = "fastdeploy_mtp/harness/simulate_cli.py"
 PLUGIN = "fastdeploy_mtp/plugin/__init__.py"
@@ -248,6 +254,27 @@ MUTATIONS = [
     Mutation("plugin returns every output in dynamic mode", PLUGIN_REPLACE,
              "        return outs[0] if isinstance(outs, (list, tuple)) else outs",
              "        return outs"),
+    # -- the plugin's detection: every signature shape --------------------------------
+    Mutation("plugin takes an op of extra parameters for its form (names)", PLUGIN_DETECT,
+             "                and len(names) == len(sig.inputs) + len(sig.attrs))",
+             "                and len(names) >= len(sig.inputs) + len(sig.attrs))"),
+    Mutation("plugin reads a preprocess of extra parameters as a known form", PLUGIN_DETECT,
+             "for f in forms if len(names) == len(key) + attrs(f))",
+             "for f in forms if len(names) >= len(key) + attrs(f))"),
+    Mutation("plugin checks the mask op only where its names and count are both known",
+             PLUGIN_DETECT,
+             "if (mask_names is not None or mask_count is not None) and \\",
+             "if (mask_names is not None and mask_count is not None) and \\"),
+    Mutation("plugin matches a count of parameters by the tensors alone", PLUGIN_DETECT,
+             "    return count == len(sig.inputs) + len(sig.attrs)",
+             "    return count >= len(sig.inputs)"),
+    Mutation("plugin's docstring parsing ignores <...>", PLUGIN_DETECT,
+             '        if ch in "<[(":\n            depth += 1\n        elif ch in ">])":',
+             '        if ch in "[(":\n            depth += 1\n        elif ch in "])":'),
+    Mutation("plugin's replacement without its all-or-nothing rollback", PLUGIN_REPLACE,
+             "    except BaseException:\n        for module, name, value in reversed(done):\n"
+             "            setattr(module, name, value)\n        raise",
+             "    except BaseException:\n        raise"),
     # -- the reproducer (python -m fastdeploy_mtp reproduce) -----------------------------
     Mutation("reproducer reads the invariant with the rollback's sign turned", REPRO,
              '        return (self.value("attn_mask_offsets_decoder") - self.value("mask_rollback")',
@@ -337,11 +364,26 @@ MUTATIONS = [
              'paddle::DataType::INT32, bsz, Access::kRead);',
              'c.vector(base_model_seq_lens_this_time, "base_model_seq_lens_this_time", '
              'paddle::DataType::INT32, bsz, Access::kUnread);', nth=1),
-    # The third of the forms' checks (rollback, recompute, shadow) is the shadow form's.
+    # The forms' checks stand in the table's order (rollback, recompute, pr5245,
+    # xpu, shadow; pr5738 and pr6403 take recompute's): the fifth is the shadow
+    # form's (test_mutate.py checks that each bindings mutation lands in the
+    # form it names).
     Mutation("shadow raw op takes num_model_step 0", BIND,
              'MTP_CHECK(num_model_step >= 1, "draft_model_preprocess", ": num_model_step must be >= 1, got ", num_model_step);',
              'MTP_CHECK(num_model_step >= 0, "draft_model_preprocess", ": num_model_step must be >= 1, got ", num_model_step);',
-             nth=2),
+             nth=4),
+    # -- the signature table (the bindings rendered again from it) -------------------
+    Mutation("the 22-tensor forms' table takes base_model_seq_lens_this_time as never read",
+             SIGNATURE,
+             'replace(t, access=R, doc="[N] base model; bounds the recomputed tokens",',
+             'replace(t, access=U, doc="[N] base model; bounds the recomputed tokens",'),
+    Mutation("the shadow form's table checks max_dec_len as flat", SIGNATURE,
+             'TensorArg("max_dec_len", _i64, R, "[N] each request\'s length limit",\n',
+             'TensorArg("max_dec_len", _i64, R, "[N] each request\'s length limit", FLAT,\n'),
+    Mutation("the shadow form's table takes num_model_step 0", SIGNATURE,
+             'AttrArg("num_model_step", int, "draft substeps per engine step, >= 1", minimum=1),',
+             'AttrArg("num_model_step", int, "draft substeps per engine step, >= 1", minimum=0),',
+             nth=1),
     Mutation("shadow target_model_draft_tokens checked as read-only", BIND,
              'c.matrix(target_model_draft_tokens, "target_model_draft_tokens", '
              'paddle::DataType::INT64, bsz, Access::kWritten);',
@@ -817,7 +859,7 @@ MUTATIONS = [
 # a check skipped there makes the Paddle op write past a tensor (a crash),
 # where the guarded driver fails the test instead.
 CPU_TESTS = ["tests/test_guarded.py", "tests/test_launch_plan.py", "tests/test_hostile_input.py",
-             "tests/test_form_limits.py",
+             "tests/test_form_limits.py", "tests/test_table_behaviour.py",
              "tests/test_bad_input.py", "tests/test_refusal_messages.py",
              "tests/test_properties.py", "tests/test_differential.py",
              "tests/test_proposer.py", "tests/test_simulator.py", "tests/test_draft_model.py",
@@ -830,7 +872,7 @@ CPU_TESTS = ["tests/test_guarded.py", "tests/test_launch_plan.py", "tests/test_h
              "tests/test_form_shadow.py", "tests/test_fastdeploy_dropin.py",
              "tests/test_sim_fastdeploy.py", "tests/test_sim_chunked.py", "tests/test_cli.py",
              "tests/test_cli_limits.py",
-             "tests/test_plugin.py",
+             "tests/test_plugin.py", "tests/test_plugin_detection.py",
              "tests/test_verdict.py", "tests/test_reproduce.py", "tests/test_build_lock.py",
              "tests/test_docs.py"]
 GPU_TESTS = ["tests/test_gpu.py", "tests/test_refusal_messages.py", "tests/test_bad_input.py",
@@ -851,13 +893,14 @@ NEAREST = {
     REF: ["tests/test_differential.py", "tests/test_properties.py", "tests/test_state_errors.py"],
     REF_FD: ["tests/test_reference_fastdeploy.py", "tests/test_fastdeploy_kernels.py",
              "tests/test_state_errors.py"],
-    PLUGIN: ["tests/test_plugin.py"],
-    PLUGIN_DETECT: ["tests/test_plugin.py"],
-    PLUGIN_REPLACE: ["tests/test_plugin.py"],
+    PLUGIN: ["tests/test_plugin.py", "tests/test_plugin_detection.py"],
+    PLUGIN_DETECT: ["tests/test_plugin.py", "tests/test_plugin_detection.py"],
+    PLUGIN_REPLACE: ["tests/test_plugin.py", "tests/test_plugin_detection.py"],
     REPRO: ["tests/test_reproduce.py", "tests/test_cli.py"],
     SIMFD: ["tests/test_sim_fastdeploy.py", "tests/test_sim_chunked.py", "tests/test_verdict.py"],
     SIM_MODELS: ["tests/test_sim_chunked.py", "tests/test_simulator.py"],
     VERDICT: ["tests/test_verdict.py"],
+    SIGNATURE: ["tests/test_table_behaviour.py", "tests/test_bad_input.py"],
     MAIN: ["tests/test_cli.py", "tests/test_cli_limits.py"],
     SIM_CLI: ["tests/test_cli.py", "tests/test_cli_limits.py", "tests/test_simulator.py"],
     BUILD: ["tests/test_loader.py", "tests/test_build_lock.py"],
@@ -912,15 +955,24 @@ def _files() -> list:
     return out
 
 
-def apply(m: Mutation, root: Path) -> bool:
-    path = root / m.path
-    text = path.read_text()
+def where(m: Mutation, text: str) -> int:
+    """Where `m` applies in `text` (the start of its `old`), or -1 where it
+    does not: its text absent, or there more than once and no nth given."""
     count = text.count(m.old)
     if (m.nth < 0 and count != 1) or count <= m.nth:
-        return False
+        return -1
     at = -1
     for _ in range(max(m.nth, 0) + 1):
         at = text.index(m.old, at + 1)
+    return at
+
+
+def apply(m: Mutation, root: Path) -> bool:
+    path = root / m.path
+    text = path.read_text()
+    at = where(m, text)
+    if at < 0:
+        return False
     path.write_text(text[:at] + m.new + text[at + len(m.old):])
     return True
 
@@ -996,6 +1048,12 @@ def run_one(m, tests: list, cache: Path, extra: tuple = ()) -> tuple:
         _copy(root)
         if m is not None and not apply(m, root):
             return m, "stale", "", time.time() - t0, f"{m.path}: the original text is not there"
+        if m is not None and m.path in RENDERED_FROM_TABLE:
+            r = subprocess.run([sys.executable, "-m", "fastdeploy_mtp", "signature", "--write"],
+                               cwd=root, capture_output=True, text=True)
+            if r.returncode != 0:
+                return m, "broken", "", time.time() - t0, (r.stderr.strip().splitlines()
+                                                           or [""])[-1][:120]
         # C++ mutants build into their own folder of the shared cache (keyed
         # by the sources' hash, not their folder); Python mutants reuse the
         # baseline's build.
