@@ -38,12 +38,13 @@ def _state(form: str, op: str, state: State) -> State:
     """`state`, once it holds exactly the tensors of `form`'s table of `op`."""
     names = FORMS[form][op].input_names
     missing = [n for n in names if n not in state]
-    if missing:
-        raise TypeError(f"{op} ({form} form): the state lacks {', '.join(missing)}")
     unknown = [n for n in state if n not in names]
-    if unknown:
-        raise TypeError(f"{op} ({form} form): the state has {', '.join(unknown)}, "
-                        "which its table does not name")
+    # Everything wrong at once, in one line: a state dumped from an engine of
+    # another version lacks some tensors and has others.
+    said = ([f"lacks {', '.join(missing)}"] if missing else []) + \
+        ([f"has {', '.join(unknown)}, which its table does not name"] if unknown else [])
+    if said:
+        raise TypeError(f"{op} ({form} form): the state {'; it '.join(said)}")
     return state
 
 

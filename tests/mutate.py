@@ -58,6 +58,12 @@ DISPATCH = "custom_ops/op_dispatch.h"
 # a bug planted here is a bug of the C++ that runs (test_signature.py also sees
 # that the file no longer is the table's).
 BIND = "custom_ops/op_bindings.h"
+# The signature table itself: a mutation there renders the bindings again in
+# the mutant's copy (``signature --write``), so that no test can kill it by
+# seeing a generated file that no longer matches its table; only a test of
+# what the rendered C++ takes or refuses can.
+SIGNATURE = "fastdeploy_mtp/signature.py"
+RENDERED_FROM_TABLE = (SIGNATURE,)
 MAIN = "fastdeploy_mtp/__main__.py"
 SIM_CLI = "fastdeploy_mtp/harness/simulate_cli.py"
 PLUGIN = "fastdeploy_mtp/plugin/__init__.py"
@@ -165,6 +171,18 @@ MUTATIONS = [
     Mutation("pr5738 refuses a decode of negative seq_lens_encoder", H,
              "bit(decode & (p.encoder < 0) & !p.merged, kDecodeEncoder)",
              "bit(decode & (p.encoder < 0), kDecodeEncoder)"),
+    # -- the int32 and int64 extremes of each sum and difference the rules compute ---
+    Mutation("pr5738 rollback plus recomputed tokens past int32 let through", H,
+             "bit(p.rollback_tensor & ((uint64_t)(r - kInt32Min)",
+             "bit(p.rollback_tensor & !p.merged & ((uint64_t)(r - kInt32Min)"),
+    Mutation("a decode's seq_lens_decoder past int32 max let through", H,
+             "bit(decode & ((p.decoder < kInt32Min) | (p.decoder > kInt32Max)), kDecodeDecoder)",
+             "bit(decode & (p.decoder < kInt32Min), kDecodeDecoder)"),
+    Mutation("a step_idx stepping up past int64 let through", H,
+             ": p.step_from > kInt64Max + p.step_minus),", ": false),"),
+    Mutation("a decode's mask end computed in int32", H,
+             "bit(decode & (cursor + p.n > kInt32Max), kDecodeEnd)",
+             "bit(decode & ((int32_t)cursor + p.n > kInt32Max), kDecodeEnd)"),
     # -- PR #5245's op (the pr5245 form) and PR #6403's mask rule (the pr6403 form) ----
     Mutation("pr5245 runs as the other forms, not as FastDeploy's kernel", H,
              "  return f == Form::kPr5245 || f == Form::kPr5738;",
@@ -284,6 +302,27 @@ MUTATIONS = [
     Mutation("doctor takes FD_PLUGINS trimmed", DOCTOR,
              "    if ENTRY_POINT in names:",
              "    if ENTRY_POINT in [n.strip() for n in names]:"),
+    # -- the plugin's detection: every signature shape --------------------------------
+    Mutation("plugin takes an op of extra parameters for its form (names)", PLUGIN_DETECT,
+             "                and len(names) == len(sig.inputs) + len(sig.attrs))",
+             "                and len(names) >= len(sig.inputs) + len(sig.attrs))"),
+    Mutation("plugin reads a preprocess of extra parameters as a known form", PLUGIN_DETECT,
+             "for f in forms if len(names) == len(key) + attrs(f))",
+             "for f in forms if len(names) >= len(key) + attrs(f))"),
+    Mutation("plugin checks the mask op only where its names and count are both known",
+             PLUGIN_DETECT,
+             "if (mask_names is not None or mask_count is not None) and \\",
+             "if (mask_names is not None and mask_count is not None) and \\"),
+    Mutation("plugin matches a count of parameters by the tensors alone", PLUGIN_DETECT,
+             "    return count == len(sig.inputs) + len(sig.attrs)",
+             "    return count >= len(sig.inputs)"),
+    Mutation("plugin's docstring parsing ignores <...>", PLUGIN_DETECT,
+             '        if ch in "<[(":\n            depth += 1\n        elif ch in ">])":',
+             '        if ch in "[(":\n            depth += 1\n        elif ch in "])":'),
+    Mutation("plugin's replacement without its all-or-nothing rollback", PLUGIN_REPLACE,
+             "    except BaseException:\n        for module, name, value in reversed(done):\n"
+             "            setattr(module, name, value)\n        raise",
+             "    except BaseException:\n        raise"),
     # -- the reproducer (python -m fastdeploy_mtp reproduce) -----------------------------
     Mutation("reproducer reads the invariant with the rollback's sign turned", REPRO,
              '        return (self.value("attn_mask_offsets_decoder") - self.value("mask_rollback")',
@@ -373,11 +412,26 @@ MUTATIONS = [
              'paddle::DataType::INT32, bsz, Access::kRead);',
              'c.vector(base_model_seq_lens_this_time, "base_model_seq_lens_this_time", '
              'paddle::DataType::INT32, bsz, Access::kUnread);', nth=1),
-    # The third of the forms' checks (rollback, recompute, shadow) is the shadow form's.
+    # The forms' checks stand in the table's order (rollback, recompute, pr5245,
+    # xpu, shadow; pr5738 and pr6403 take recompute's): the fifth is the shadow
+    # form's (test_mutate.py checks that each bindings mutation lands in the
+    # form it names).
     Mutation("shadow raw op takes num_model_step 0", BIND,
              'MTP_CHECK(num_model_step >= 1, "draft_model_preprocess", ": num_model_step must be >= 1, got ", num_model_step);',
              'MTP_CHECK(num_model_step >= 0, "draft_model_preprocess", ": num_model_step must be >= 1, got ", num_model_step);',
-             nth=2),
+             nth=4),
+    # -- the signature table (the bindings rendered again from it) -------------------
+    Mutation("the 22-tensor forms' table takes base_model_seq_lens_this_time as never read",
+             SIGNATURE,
+             'replace(t, access=R, doc="[N] base model; bounds the recomputed tokens",',
+             'replace(t, access=U, doc="[N] base model; bounds the recomputed tokens",'),
+    Mutation("the shadow form's table checks max_dec_len as flat", SIGNATURE,
+             'TensorArg("max_dec_len", _i64, R, "[N] each request\'s length limit",\n',
+             'TensorArg("max_dec_len", _i64, R, "[N] each request\'s length limit", FLAT,\n'),
+    Mutation("the shadow form's table takes num_model_step 0", SIGNATURE,
+             'AttrArg("num_model_step", int, "draft substeps per engine step, >= 1", minimum=1),',
+             'AttrArg("num_model_step", int, "draft substeps per engine step, >= 1", minimum=0),',
+             nth=1),
     Mutation("shadow target_model_draft_tokens checked as read-only", BIND,
              'c.matrix(target_model_draft_tokens, "target_model_draft_tokens", '
              'paddle::DataType::INT64, bsz, Access::kWritten);',
@@ -572,6 +626,14 @@ MUTATIONS = [
              "        row[:n] = 0\n        row[n:] = 0"),
     Mutation("reference shadow decode_states keeps a 1", REF,
              "row[:n] = np.where(row[:n] == 1, -1, 0)", "row[:n] = np.where(row[:n] == 1, 1, 0)"),
+    Mutation("the reference names only the first missing tensor", REF,
+             """[f"lacks {', '.join(missing)}"]""", """[f"lacks {missing[0]}"]"""),
+    Mutation("the reference names the missing tensors alone where others are unknown", REF,
+             """the state {'; it '.join(said)}\"""", """the state {said[0]}\""""),
+    # -- the models of FastDeploy's kernels: what they refuse -------------------------
+    Mutation("a kernel model checks the dtypes of written tensors only", REF_FD,
+             "        if state[t.name].dtype != t.dtype:",
+             "        if t.written and state[t.name].dtype != t.dtype:"),
     # -- the proposer -----------------------------------------------------------------
     Mutation("decode preset 1 - k", SLOTS, "return 1 - (num_model_steps - 1)",
              "return 1 - num_model_steps"),
@@ -707,6 +769,15 @@ MUTATIONS = [
              '        end = max(end, image_span_end(offsets, end))', '        pass'),
     Mutation("a prefix-cache hit of the whole prompt left whole", SIMFD,
              '    if matched == n:\n        matched -= block\n', ''),
+    Mutation("a prefix-cache hit ending before an image span's last token kept", SIMFD,
+             "if 0 < matched and offsets[matched - 1] >= matched:",
+             "if 0 < matched and offsets[matched - 1] > matched:"),
+    Mutation("a prefix-cache hit inside an image span moved to the span's end", SIMFD,
+             "matched = int(np.nonzero(offsets == offsets[matched - 1])[0][0])",
+             "matched = int(np.nonzero(offsets == offsets[matched - 1])[0][-1]) + 1"),
+    Mutation("an image span's last token taken for text", SIMFD,
+             "if offsets[p] > p or (p > 0 and offsets[p - 1] == p):",
+             "if offsets[p] > p:"),
     Mutation("the base model's lengths not moved over a chunk", SIM_MODELS,
              '                    a_["seq_lens_decoder"][i] = end\n', ''),
     Mutation("the oracle takes the draft's own tokens for a prompt's", ORACLE,
@@ -757,6 +828,11 @@ MUTATIONS = [
     Mutation('check of every form checks the first only', MAIN,
              '    for form in forms:\n        print(f"== the {form} form", flush=True)',
              '    for form in forms[:1]:\n        print(f"== the {form} form", flush=True)'),
+    Mutation('verdict --chunk at its documented limit refused', MAIN,
+             'if not 0 <= args.chunk <= LIMITS["max_prompt"]:',
+             'if not 0 <= args.chunk < LIMITS["max_prompt"]:'),
+    Mutation('simulate --max-prompt 1 accepted', SIM_CLI,
+             '("max_prompt", 2)', '("max_prompt", 1)'),
     Mutation('--version prints a second version number', MAIN,
              'version=f"fastdeploy_mtp {__version__}"',
              'version="fastdeploy_mtp 0.1"'),
@@ -814,6 +890,9 @@ MUTATIONS = [
     Mutation("a waiter that comes before the holder's pid names no one", BUILD,
              "            holder = _lock_holder(fd)\n",
              '            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"\n'),
+    Mutation("a released build lock keeps its holder's pid", BUILD,
+             "            os.ftruncate(fd, 0)\n    finally:\n        os.close(fd)",
+             "            pass\n    finally:\n        os.close(fd)"),
     Mutation("the sources' folder hashed, so each copy of the same sources builds anew", BUILD,
              '.replace(str(SOURCE_DIR), "<sources>")', ''),
     Mutation("an empty setting taken for a value", BUILD,
@@ -828,6 +907,7 @@ MUTATIONS = [
 # a check skipped there makes the Paddle op write past a tensor (a crash),
 # where the guarded driver fails the test instead.
 CPU_TESTS = ["tests/test_guarded.py", "tests/test_launch_plan.py", "tests/test_hostile_input.py",
+             "tests/test_form_limits.py", "tests/test_table_behaviour.py",
              "tests/test_bad_input.py", "tests/test_refusal_messages.py",
              "tests/test_properties.py", "tests/test_differential.py",
              "tests/test_proposer.py", "tests/test_simulator.py", "tests/test_draft_model.py",
@@ -836,11 +916,12 @@ CPU_TESTS = ["tests/test_guarded.py", "tests/test_launch_plan.py", "tests/test_h
              "tests/test_fastdeploy_kernels.py", "tests/test_form_pr5245.py",
              "tests/test_form_pr5738.py",
              "tests/test_form_pr6403.py", "tests/test_form_xpu.py",
-             "tests/test_reference_fastdeploy.py",
+             "tests/test_reference_fastdeploy.py", "tests/test_state_errors.py",
              "tests/test_form_shadow.py", "tests/test_fastdeploy_dropin.py",
              "tests/test_sim_fastdeploy.py", "tests/test_sim_chunked.py", "tests/test_cli.py",
              "tests/test_plugin.py", "tests/test_form_corrected.py", "tests/test_patches.py",
              "tests/test_doctor.py",
+             "tests/test_cli_limits.py", "tests/test_plugin_detection.py",
              "tests/test_verdict.py", "tests/test_reproduce.py", "tests/test_build_lock.py",
              "tests/test_docs.py"]
 GPU_TESTS = ["tests/test_gpu.py", "tests/test_refusal_messages.py", "tests/test_bad_input.py",
@@ -858,11 +939,12 @@ GPU2_TESTS = ["tests/test_gpu_devices.py"]
 # its code sees it, while a survivor still runs every file. The verdict is
 # the whole suite's either way; only the time to it changes.
 NEAREST = {
-    REF: ["tests/test_differential.py", "tests/test_properties.py"],
-    REF_FD: ["tests/test_reference_fastdeploy.py", "tests/test_fastdeploy_kernels.py"],
-    PLUGIN: ["tests/test_plugin.py"],
-    PLUGIN_DETECT: ["tests/test_plugin.py"],
-    PLUGIN_REPLACE: ["tests/test_plugin.py"],
+    REF: ["tests/test_differential.py", "tests/test_properties.py", "tests/test_state_errors.py"],
+    REF_FD: ["tests/test_reference_fastdeploy.py", "tests/test_fastdeploy_kernels.py",
+             "tests/test_state_errors.py"],
+    PLUGIN: ["tests/test_plugin.py", "tests/test_plugin_detection.py"],
+    PLUGIN_DETECT: ["tests/test_plugin.py", "tests/test_plugin_detection.py"],
+    PLUGIN_REPLACE: ["tests/test_plugin.py", "tests/test_plugin_detection.py"],
     PATCHES: ["tests/test_patches.py", "tests/test_plugin.py"],
     CHUNK_PATCH: ["tests/test_patches.py", "tests/test_verdict.py"],
     DOCTOR: ["tests/test_doctor.py"],
@@ -870,8 +952,9 @@ NEAREST = {
     SIMFD: ["tests/test_sim_fastdeploy.py", "tests/test_sim_chunked.py", "tests/test_verdict.py"],
     SIM_MODELS: ["tests/test_sim_chunked.py", "tests/test_simulator.py"],
     VERDICT: ["tests/test_verdict.py"],
-    MAIN: ["tests/test_cli.py"],
-    SIM_CLI: ["tests/test_cli.py", "tests/test_simulator.py"],
+    SIGNATURE: ["tests/test_table_behaviour.py", "tests/test_bad_input.py"],
+    MAIN: ["tests/test_cli.py", "tests/test_cli_limits.py"],
+    SIM_CLI: ["tests/test_cli.py", "tests/test_cli_limits.py", "tests/test_simulator.py"],
     BUILD: ["tests/test_loader.py", "tests/test_build_lock.py"],
     PROP: ["tests/test_proposer.py"],
     SLOTS: ["tests/test_proposer.py"],
@@ -926,15 +1009,24 @@ def _files() -> list:
     return out
 
 
-def apply(m: Mutation, root: Path) -> bool:
-    path = root / m.path
-    text = path.read_text()
+def where(m: Mutation, text: str) -> int:
+    """Where `m` applies in `text` (the start of its `old`), or -1 where it
+    does not: its text absent, or there more than once and no nth given."""
     count = text.count(m.old)
     if (m.nth < 0 and count != 1) or count <= m.nth:
-        return False
+        return -1
     at = -1
     for _ in range(max(m.nth, 0) + 1):
         at = text.index(m.old, at + 1)
+    return at
+
+
+def apply(m: Mutation, root: Path) -> bool:
+    path = root / m.path
+    text = path.read_text()
+    at = where(m, text)
+    if at < 0:
+        return False
     path.write_text(text[:at] + m.new + text[at + len(m.old):])
     return True
 
@@ -1010,6 +1102,12 @@ def run_one(m, tests: list, cache: Path, extra: tuple = ()) -> tuple:
         _copy(root)
         if m is not None and not apply(m, root):
             return m, "stale", "", time.time() - t0, f"{m.path}: the original text is not there"
+        if m is not None and m.path in RENDERED_FROM_TABLE:
+            r = subprocess.run([sys.executable, "-m", "fastdeploy_mtp", "signature", "--write"],
+                               cwd=root, capture_output=True, text=True)
+            if r.returncode != 0:
+                return m, "broken", "", time.time() - t0, (r.stderr.strip().splitlines()
+                                                           or [""])[-1][:120]
         # C++ mutants build into their own folder of the shared cache (keyed
         # by the sources' hash, not their folder); Python mutants reuse the
         # baseline's build.

@@ -6,6 +6,7 @@ All but the last test replace the compiler by a stand-in that writes a fake
 library, so they run in moments; the last starts four processes on an empty
 cache and compiles the CPU library once."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -171,6 +172,32 @@ def test_a_killed_builder_releases_the_lock_and_its_half_build_is_redone(cache, 
     waiter.join(30)
     assert result == [("built", NAME)] and len(builds) == 1 and finished(final)
     assert not Path(f"{final}.partial").exists()
+
+
+def test_a_released_lock_names_no_one_to_a_later_waiter(cache, builds, capsys):
+    """The holder clears its pid as it releases: a waiter that comes while a
+    later builder has the lock but has not yet written its pid names that
+    builder, not this process (which built before and holds nothing)."""
+    root, final = cache
+    assert ops._build_from_source() == ("built", NAME)
+    _build._remove(final)  # the same key built again (its folder removed)
+    capsys.readouterr()
+    holder = hold_lock(root, final, "late")
+    assert ops._build_from_source() == ("loaded", NAME)
+    assert holder.wait(10) == 0
+    err = capsys.readouterr().err
+    assert f"(pid {holder.pid})" in err and f"(pid {os.getpid()})" not in err, err
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_lock_holds_the_pid_while_held_and_nothing_after(tmp_path, fails):
+    lock = tmp_path / "key.lock"
+    with pytest.raises(RuntimeError) if fails else contextlib.nullcontext():
+        with _build.build_lock(tmp_path, "key", "a test build"):
+            assert lock.read_text() == f"{os.getpid()}\n"
+            if fails:
+                raise RuntimeError("the build failed")
+    assert lock.read_bytes() == b""
 
 
 CHILD = textwrap.dedent("""

@@ -3,11 +3,13 @@ running a mutant: every planted bug still applies to today's sources, so a
 refactor cannot silently retire one, and a mutant's verdict says how it died.
 """
 
+import re
 from pathlib import Path
 
 import pytest
 
 import mutate
+from fastdeploy_mtp.signature import FORMS
 
 NAMES = [m.name for m in mutate.MUTATIONS]
 
@@ -75,6 +77,34 @@ def test_a_paddle2_branch_is_told_from_the_code_around_it():
     assert [in_paddle2_branch(text, text.index(x)) for x in "abc"] == [False, True, False]
     checks = (mutate.REPO / mutate.CHK).read_text()
     assert in_paddle2_branch(checks, checks.index("Paddle 2 refuses"))
+
+
+def bindings_form(text: str, at: int):
+    """The form whose namespace of op_bindings.h holds position `at` (each
+    form's bindings stand in a namespace of its name), or None."""
+    opened = [(b.start(), b.group(1)) for b in re.finditer(r"^namespace (\w+) \{$", text, re.M)]
+    inside = [name for start, name in opened
+              if start < at and text.find(f"}}  // namespace {name}", start) > at]
+    return inside[-1] if inside else None
+
+
+BINDINGS = [m for m in mutate.MUTATIONS if m.path == mutate.BIND]
+
+
+@pytest.mark.parametrize("m", BINDINGS, ids=[m.name for m in BINDINGS])
+def test_a_bindings_mutation_changes_the_form_it_names(m):
+    """op_bindings.h holds each form's copy of the same checks: a mutation
+    picked by its nth occurrence must land in the copy of the form its name
+    says, not silently in another form's when the file's order changes."""
+    text = (mutate.REPO / m.path).read_text()
+    form = bindings_form(text, mutate.where(m, text))
+    assert form in FORMS, (m.name, form)
+    assert form in m.name.split() or f"{form}'s" in m.name, (m.name, form)
+
+
+def test_the_form_of_a_place_in_the_bindings_is_told():
+    text = "namespace mtp {\nnamespace a {\nx\n}  // namespace a\nnamespace b {\ny\n}  // namespace b\nz\n}  // namespace mtp\n"
+    assert [bindings_form(text, text.index(c)) for c in "xyz"] == ["a", "b", "mtp"]
 
 
 def test_a_mutation_that_is_not_there_does_not_apply(tmp_path):

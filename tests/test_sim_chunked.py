@@ -130,6 +130,73 @@ def test_a_prefix_cache_start(offsets, u, blocks, want):
     assert sim_fastdeploy.prefix_cache_start(rng, np.array(offsets), 0.5) == want
 
 
+# Prompts of explicit image spans [a, b) (each token of one has the offset
+# b - 1, simulate.new_prompt's), to walk a hit and a chunk's end over every
+# position of each span: its first token, its middle, its last, one past it.
+SPAN_PROMPTS = {
+    "a span in the middle": (12, [(3, 7)]),
+    "a span first": (10, [(0, 4)]),
+    "a span last": (10, [(6, 10)]),
+    "two spans side by side": (12, [(2, 5), (5, 9)]),
+    "a span of two tokens": (8, [(3, 5)]),
+}
+
+
+def span_offsets(n, spans):
+    o = np.arange(n)
+    for a, b in spans:
+        o[a:b] = b - 1
+    return o
+
+
+def span_around(spans, p):
+    """The span [a, b) with a < p < b (p cuts it), or None."""
+    return next(((a, b) for a, b in spans if a < p < b), None)
+
+
+def positions_about(spans, n):
+    """Each span's first, middle and last token and one past it, and one before it."""
+    at = set()
+    for a, b in spans:
+        at |= {a - 1, a, (a + b) // 2, b - 1, b}
+    return sorted(p for p in at if 0 <= p <= n)
+
+
+@pytest.mark.parametrize("prompt", sorted(SPAN_PROMPTS))
+def test_a_prefix_cache_hit_at_every_position_of_an_image_span(prompt):
+    """A hit of m tokens (blocks of one token, so that every m is a hit)
+    keeps [0, m) cached unless m cuts a span, where it ends at that span's
+    start (prefix_cache_manager.py 9018ccf74:1524-1545); a hit of the whole
+    prompt is one block less first (resource_manager_v1.py :944-945)."""
+    n, spans = SPAN_PROMPTS[prompt]
+    o = span_offsets(n, spans)
+    for m in positions_about(spans, n):
+        if m == 0:
+            continue  # no hit draws no block
+        want = m - 1 if m == n else m
+        cut = span_around(spans, want)
+        want = cut[0] if cut else want
+        got = sim_fastdeploy.prefix_cache_start(Draws(0.1, m), o, 0.5, block=1)
+        assert got == want, f"{prompt}: a hit of {m} tokens starts the prefill at {got}, not {want}"
+
+
+@pytest.mark.parametrize("prompt", sorted(SPAN_PROMPTS))
+def test_a_chunk_end_at_every_position_of_an_image_span(prompt):
+    """The chunk from `start` with a budget that ends at e: where token e
+    (the first left out) lies in a span [a, b), the chunk runs to b
+    (resource_manager_v1.py 9018ccf74:403-417); else it ends at e."""
+    n, spans = SPAN_PROMPTS[prompt]
+    o = span_offsets(n, spans)
+    for e in positions_about(spans, n):
+        inside = next((b for a, b in spans if a <= e < b), None) if e < n else None
+        for start in range(e):
+            want = inside or e
+            got = sim_fastdeploy.chunk_end(o, start, n, e - start)
+            assert got == want, f"{prompt}: a chunk from {start} budgeted to {e} ends at {got}"
+        if e < n:
+            assert sim_fastdeploy.image_span_end(o, e) == (inside or 0), f"{prompt}: {e}"
+
+
 def test_no_prefix_cache_draws_nothing():
     class NoDraws:
         def random(self):
