@@ -73,6 +73,10 @@ def unnamed(name, count):
 def fastdeploy(monkeypatch):
     """Installs a FastDeploy ops module holding the given ops; returns it."""
     monkeypatch.delenv(FORM_VARIABLE, raising=False)
+    # The detection is the same in both modes; the exact one applies no
+    # patch (which would wait for FastDeploy's proposer on sys.meta_path).
+    monkeypatch.setenv("FASTDEPLOY_MTP_MODE", "exact")
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
 
     def install(preprocess, mask=None):
         parts = detect.FASTDEPLOY_OPS.split(".")
@@ -92,7 +96,9 @@ def register(ops):
     """plugin._register on `ops`: (level, the line), and whether the ops
     module still holds FastDeploy's op objects, each of them."""
     before = dict(ops.__dict__)
-    level, line = plugin._register()
+    lines = plugin._register()
+    assert len(lines) == 1, lines  # the decision, and no patch in the exact mode
+    level, line = lines[0]
     assert "\n" not in line, line
     kept = all(ops.__dict__[k] is v for k, v in before.items() if not k.startswith("__"))
     return level, line, kept

@@ -148,9 +148,11 @@ def _register() -> List[Tuple[int, str]]:
         if (names is not None or count is not None) and \
                 not matches(override, PREPROCESS, names, count):
             return [(logging.WARNING, (
-                f"{FORM_VARIABLE}={override} names a form FastDeploy's proposer cannot call "
-                f"({len(FORMS[override][PREPROCESS].inputs)} tensors; FastDeploy {version}'s "
-                f"{PREPROCESS} {what}); FastDeploy's ops stay in place"))]
+                f"{FORM_VARIABLE}={override} names a form FastDeploy's proposer cannot call: "
+                f"FastDeploy {version}'s {PREPROCESS} {what}, not the {override} form's "
+                f"{len(FORMS[override][PREPROCESS].inputs)} tensors and "
+                f"{len(FORMS[override][PREPROCESS].attrs)} attributes; FastDeploy's ops stay "
+                "in place"))]
         candidates, said = (override,), f"{FORM_VARIABLE}={override}"
     elif detected is None:
         return [(logging.WARNING, (
