@@ -117,11 +117,22 @@ def attrs_of(form):
     return preprocess_attrs(K, v1=True)
 
 
+CORRECTED = tuple(f for f in FORMS if f.startswith("corrected_"))
+
+
+def _corrected(fn, form):
+    return lambda s, **attrs: fn(s, **attrs, form=form)
+
+
 REFERENCES = {"rollback": reference.draft_model_preprocess,
               "recompute": reference.draft_model_preprocess_recompute,
-              "shadow": reference.draft_model_preprocess_shadow}
+              "shadow": reference.draft_model_preprocess_shadow,
+              **{f: _corrected(reference.draft_model_preprocess_corrected, f)
+                 for f in CORRECTED}}
 MASK_REFERENCES = {"pr6403": reference.update_attn_mask_offsets_pr6403,
-                   "shadow": reference.update_attn_mask_offsets_shadow}
+                   "shadow": reference.update_attn_mask_offsets_shadow,
+                   **{f: _corrected(reference.update_attn_mask_offsets_corrected, f)
+                      for f in CORRECTED}}
 
 
 def reference_verdict(form, op, state):
@@ -267,6 +278,39 @@ PREPROCESS_CASES = {
         ("shadow",), _set(seq_lens_encoder=2), "target_model_step_idx", I64_MIN + 1, I64_MIN),
 }
 
+def _corrected_resync(change):
+    """A corrected decode (every decode re-syncs): accept_num 1, its
+    seq_lens_decoder `change` above the base model's less accept_num, and a
+    mask_rollback (where the form has one) that leaves room for any new
+    seq_lens_decoder."""
+    def setup(s, i):
+        _set_cell(s, "accept_num", i, 1)
+        S = int(s["seq_lens_decoder"].reshape(s["seq_lens_decoder"].shape[0], -1)[i, 0])
+        _set_cell(s, "base_model_seq_lens_decoder", i, S - change + 1)
+        if "mask_rollback" in s:
+            _set_cell(s, "mask_rollback", i, I32_MIN)
+    return setup
+
+
+def _corrected_rollback(change):
+    def setup(s, i):
+        _set_cell(s, "accept_num", i, 1)
+        S = int(s["seq_lens_decoder"].reshape(s["seq_lens_decoder"].shape[0], -1)[i, 0])
+        _set_cell(s, "base_model_seq_lens_decoder", i, S - change + 1)
+    return setup
+
+
+PREPROCESS_CASES.update({
+    # The corrected forms: every running decode takes the base model's
+    # seq_lens_decoder less accept_num (a stopped draft or not), and adds the
+    # change of seq_lens_decoder to mask_rollback where the form has one.
+    "a corrected decode's base decoder - accept_num at int32 min": (
+        CORRECTED, _corrected_resync(0), "base_model_seq_lens_decoder", I32_MIN + 1, I32_MIN),
+    "a corrected decode's mask_rollback + the change at int32 max": (
+        ("corrected_pr5738", "corrected_pr6403"), _corrected_rollback(2), "mask_rollback",
+        I32_MAX - 2, I32_MAX - 1),
+})
+
 PREPROCESS_PARAMS = [(form, case) for case, (fs, *_) in sorted(PREPROCESS_CASES.items())
                      for form in fs]
 
@@ -344,7 +388,7 @@ def mask_state(form, bsz=3):
     return {n: s[n] for n in FORMS[form]["update_attn_mask_offsets"].input_names}
 
 
-CURSOR_FORMS = tuple(f for f in FORMS if f != "shadow")
+CURSOR_FORMS = tuple(f for f in FORMS if f != "shadow" and f not in CORRECTED)
 MASK_CASES = {
     "cursor - rollback at 0": (
         CURSOR_FORMS, _set(attn_mask_offsets_decoder=40), "mask_rollback", 40, 41),
@@ -356,8 +400,8 @@ MASK_CASES = {
     "a vision generation's seq_lens_decoder + tokens at int32 max": (
         tuple(FORMS), _set(seq_lens_encoder=5, decode_states=2), "seq_lens_decoder",
         I32_MAX - 1, I32_MAX),
-    "the shadow form's decode seq_lens_decoder + tokens at int32 max": (
-        ("shadow",), _set(), "seq_lens_decoder", I32_MAX - 1, I32_MAX),
+    "a decode numbered from its KV positions: seq_lens_decoder + tokens at int32 max": (
+        ("shadow", *CORRECTED), _set(), "seq_lens_decoder", I32_MAX - 1, I32_MAX),
 }
 MASK_PARAMS = [(form, case) for case, (fs, *_) in sorted(MASK_CASES.items()) for form in fs]
 
