@@ -217,11 +217,15 @@ def _empty_slice_shim():
                 return None
             raise e
 
+    original_pin = paddle.Tensor.pin_memory
     paddle.Tensor.__setitem__ = setitem
+    # CPU Paddle has no pinned memory; host memory is what a pinned tensor is.
+    paddle.Tensor.pin_memory = lambda self, *a, **kw: self
     try:
         yield
     finally:
         paddle.Tensor.__setitem__ = original
+        paddle.Tensor.pin_memory = original_pin
 
 
 def _np_index(index):
@@ -230,6 +234,25 @@ def _np_index(index):
     if hasattr(index, "numpy"):
         return index.numpy()
     return index
+
+
+def _bool_attribute_workaround(mtp, models) -> None:
+    """ba915e03e's proposer passes ``envs.ENABLE_V1_KVCACHE_SCHEDULER``, an
+    int, as draft_model_preprocess's bool attribute kvcache_scheduler_v1
+    (mtp.py line 709 there); a plugin op that refuses the int gets it again
+    as a bool, and the result says so (``forms["workaround"]``)."""
+    op = mtp.draft_model_preprocess
+
+    def preprocess(*args):
+        try:
+            return op(*args)
+        except TypeError as e:
+            if "must be bool" not in str(e) or not isinstance(args[-1], int):
+                raise
+            models["workaround"] = "kvcache_scheduler_v1 int passed again as bool"
+            return op(*args[:-1], bool(args[-1]))
+
+    mtp.draft_model_preprocess = preprocess
 
 
 def import_fastdeploy(src: pathlib.Path, deps: Optional[str], kernels: str, drift: bool = False):
@@ -253,7 +276,13 @@ def import_fastdeploy(src: pathlib.Path, deps: Optional[str], kernels: str, drif
     with _env(FD_PLUGINS=plugins, ENABLE_V1_KVCACHE_SCHEDULER="1"):
         importlib.import_module("fastdeploy.model_executor.models")
         mtp = importlib.import_module("fastdeploy.spec_decode.mtp")
+        if (src / "fastdeploy" / "spec_decode" / "mtp_cuda.py").is_file():
+            # dad5a432a: the CUDA proposer is MTPProposerCUDA, which imports
+            # the ops (mtp.py lines 718-727 there).
+            mtp = importlib.import_module("fastdeploy.spec_decode.mtp_cuda")
         runner = importlib.import_module("fastdeploy.worker.gpu_model_runner")
+    if kernels == "ours":
+        _bool_attribute_workaround(mtp, models)
     # Imported on the CPU platform (import-time probes of a GPU would fail);
     # from here on FastDeploy's code takes its CUDA paths.
     plat = importlib.import_module("fastdeploy.platforms").current_platform
@@ -287,13 +316,15 @@ def make_config(role: str, k: int, batch: int, max_model_len: int):
                  temperature=0.95, penalty_score=1.0, frequency_score=0.0, presence_score=0.0,
                  min_length=1, eos_tokens_lens=1, enable_logprob=False, num_hidden_layers=1,
                  enable_entropy=False, think_end_id=-1, line_break_id=-1, ori_vocab_size=VOCAB,
-                 runner_type="generate", architectures=["ErnieMTP"])
+                 runner_type="generate", architectures=["ErnieMTP"],
+                 think_truncate_prompt_ids=[-1], reasoning_allowed_token_ids=[-1],
+                 mm_max_tokens_per_item=None)
     spec = _Cfg(method="mtp", num_speculative_tokens=k, num_model_steps=k, max_ngram_size=5,
                 min_ngram_size=2, mtp_strategy="default", model_type="mtp", quantization="")
     cache = _Cfg(block_size=64, enc_dec_block_num=2, total_block_num=64, kv_cache_ratio=0.75,
                  enable_prefix_caching=False, enable_chunked_prefill=True)
     sched = _Cfg(splitwise_role=role, max_num_seqs=batch, max_num_batched_tokens=max_model_len * 2,
-                 max_extra_num_batched_tokens=16)
+                 max_extra_num_batched_tokens=16, enable_overlap_schedule=False)
     parallel = _Cfg(enable_expert_parallel=False, tensor_parallel_rank=0, tensor_parallel_size=1,
                     use_ep=False, data_parallel_rank=0, data_parallel_size=1, tp_group=None,
                     ep_group=None)
@@ -303,8 +334,30 @@ def make_config(role: str, k: int, batch: int, max_model_len: int):
               scheduler_config=sched, parallel_config=parallel, graph_opt_config=graph,
               routing_replay_config=_Cfg(enable_routing_replay=False),
               early_stop_config=_Cfg(enable_early_stop=False), quant_config=None,
-              load_config=_Cfg())
+              load_config=_Cfg(), enable_mm_runtime=True)
+    # The chunk budget of a multimodal batch (config.py get_max_chunk_tokens);
+    # the harness's prompts fit in one.
+    fd.get_max_chunk_tokens = lambda *a, **kw: sched.max_num_batched_tokens
     return fd
+
+
+class _HostCount:
+    """The pinned one-element host buffer 7a6c28781's proposer copies the
+    output count into and reads with ``int()`` (mtp.py lines 134, 915 and 964
+    there). NumPy 2 refuses ``int()`` of a one-element 1-D array, which
+    Paddle's ``Tensor.__int__`` makes of it; this buffer reads its element."""
+
+    def __init__(self):
+        self.value = 0
+
+    def copy_(self, src, blocking=True):
+        self.value = int(np.asarray(src.numpy()).reshape(-1)[0])
+        return self
+
+    def __int__(self):
+        return self.value
+
+    __index__ = __int__
 
 
 class _NullBackend:
@@ -560,10 +613,16 @@ class Node:
         noop = (lambda *a, **kw: None)
         # Rotary tables and logits processors feed neither the bookkeeping nor
         # the harness's draft model.
-        self.runner_mod.get_rope = noop
-        self.mtp.get_rope = noop
-        if hasattr(self.runner_mod, "build_logits_processors"):
-            self.runner_mod.build_logits_processors = (lambda *a, **kw: [])
+        batch_mod = None
+        if hasattr(self.runner_mod, "InputBatch"):
+            batch_mod = importlib.import_module("fastdeploy.worker.input_batch")
+        for module in (self.runner_mod, self.mtp, batch_mod):
+            if module is None:
+                continue
+            if hasattr(module, "get_rope"):
+                module.get_rope = noop
+            if hasattr(module, "build_logits_processors"):
+                module.build_logits_processors = (lambda *a, **kw: [])
         r = _bare(self.runner_mod.GPUModelRunner)
         for name in ("model_config", "cache_config", "scheduler_config", "speculative_config",
                      "parallel_config", "graph_opt_config"):
@@ -575,13 +634,38 @@ class Node:
         r.prompt_logprobs_reqs, r.in_progress_prompt_logprobs = {}, {}
         r.forward_batch_reqs_list = [None] * batch
         r.routing_replay_manager, r.encoder_cache = None, None
-        r._process_mm_features = noop  # the vision encoder's features
-        r._init_share_inputs(batch)
+        r.deterministic_logger = None
+        r.enable_cache_manager_v1 = False
+        try:
+            r.spec_method = importlib.import_module("fastdeploy.spec_decode.types").SpecMethod.MTP
+        except (ImportError, AttributeError):
+            r.spec_method = "mtp"
+        # The vision encoder's features and 3-D rotary positions.
+        r._process_mm_features = noop
+        r._apply_mm_inputs = noop
+        r.prepare_rope3d = (lambda ids, max_tokens, offsets: [0.0] * (len(offsets) - 1))
+        r.enable_pd_reorder = False
+        if batch_mod is not None:
+            # From 2178f2829 the runner's buffers are an InputBatch
+            # (gpu_model_runner.py lines 201-202 there).
+            r.share_inputs = self.runner_mod.InputBatch(cfg)
+            r.share_inputs.init_share_inputs()
+            r.seq_lens_this_time_buffer = r.share_inputs["seq_lens_this_time_buffer"]
+        else:
+            r._init_share_inputs(batch)
         r.share_inputs["caches"] = []  # the KV cache is the judge's model's
+        if "rope_emb" in r.share_inputs and r.share_inputs["rope_emb"] is None:
+            import paddle
+
+            r.share_inputs["rope_emb"] = paddle.zeros([batch, 1], dtype="float32")
         import paddle
 
-        for key, value in list(r.share_inputs.items()):
-            if value is None and key.startswith(("decoder_", "encoder_", "kv_")):
+        for key in ("decoder_batch_ids", "decoder_tile_ids_per_batch", "decoder_num_blocks_cpu",
+                    "decoder_num_blocks_device", "decoder_chunk_size_device",
+                    "max_len_tensor_cpu", "encoder_batch_ids", "encoder_tile_ids_per_batch",
+                    "encoder_num_blocks_x_cpu", "kv_batch_ids", "kv_tile_ids_per_batch",
+                    "kv_num_blocks_x_cpu"):
+            if key in r.share_inputs and r.share_inputs[key] is None:
                 # The attention backend's buffers (its _initialize_attn_backend
                 # allocates them); the judge's model reads none.
                 r.share_inputs[key] = paddle.zeros([1], dtype="int32")
@@ -589,7 +673,7 @@ class Node:
         # (gpu_model_runner.py line 354 at 9018ccf74).
         r.share_inputs["seq_lens_this_time"] = r.seq_lens_this_time_buffer
         self.runner = r
-        p = _bare(self.mtp.MTPProposer)
+        p = _bare(getattr(self.mtp, "MTPProposerCUDA", None) or self.mtp.MTPProposer)
         p.fd_config = cfg
         for name in ("parallel_config", "model_config", "speculative_config", "cache_config",
                      "graph_opt_config", "scheduler_config"):
@@ -607,9 +691,34 @@ class Node:
         p.model = DraftModel(self.judge)
         p.attn_backends = [_NullBackend()]
         p.draft_model_use_cudagraph, p.cudagraph_capture_sizes, p.sot_warmup_sizes = False, [], []
-        p._propose = p._propose_cuda
-        p._init_model_inputs()
+        # What __init__ picks on CUDA: _propose_cuda from 9018ccf74 (ba915e03e
+        # has _propose only), _prepare_inputs_cuda at 7a6c28781 (mtp.py lines
+        # 121-123 there).
+        if hasattr(type(p), "_propose_cuda"):
+            p._propose = p._propose_cuda
+        if hasattr(type(p), "_prepare_inputs_cuda"):
+            p._prepare_inputs = p._prepare_inputs_cuda
+        p.use_attn_mask_offset = True  # dad5a432a: enable_mm (mtp.py line 76 there)
+        # 7a6c28781's host copy of the output count and its CUDA event
+        # (mtp.py lines 134-135 there).
+        import paddle
+
+        p._real_output_token_num_host = _HostCount()
+        p.output_token_num_event = types.SimpleNamespace(record=lambda *a: None,
+                                                         synchronize=lambda *a: None)
+        p.enable_draft_logprob, p.cache_kvs_map = False, {}
+        p.pd_disaggregation_mode = "per_query"
+        if not hasattr(type(p), "_init_model_inputs"):
+            # From 2178f2829 the proposer's buffers are a ProposerInputBatch
+            # (mtp.py lines 123-124 there).
+            p.model_inputs = batch_mod.ProposerInputBatch(cfg, p.target_model_inputs)
+            p.model_inputs.init_share_inputs()
+        else:
+            p._init_model_inputs()
         p.model_inputs["caches"] = []
+        # The draft's hidden states are the tiny model's logits (float32),
+        # and the draft reads no base-model hidden state: one float32 row.
+        p.model_inputs["target_hidden_states"] = paddle.zeros([1, 1], dtype="float32")
         r.proposer = p
         self.proposer = p
         self.base = Base(r.share_inputs, rng, args.max_dec_len, args.eos_prob, args.finish_prob)
@@ -630,7 +739,8 @@ class Node:
                        output_token_ids=list(req["generated"]) if self.role == "decode" else [],
                        prefill_start_index=start, prefill_end_index=end,
                        block_tables=list(range(b * 4, b * 4 + 4)),
-                       multimodal_inputs={"attention_mask_offset": list(req["mask"])},
+                       multimodal_inputs={"attention_mask_offset": list(req["mask"]),
+                                          "position_ids": list(range(len(req["prompt"])))},
                        max_tokens=self.args.max_dec_len)
 
     def admit(self, b: int, req: dict, start: int = 0) -> None:
@@ -661,11 +771,19 @@ class Node:
                 tasks.append(self.task(b, req, start, end))
                 req["done"] = end
         if tasks:
+            from fastdeploy.engine import request as fd_request
+
+            if hasattr(fd_request, "BatchRequest"):
+                # dad5a432a's runner takes a BatchRequest (request.py 616-700 there).
+                batch = fd_request.BatchRequest()
+                for t in tasks:
+                    batch.add_request(t)
+                tasks = batch
             self.runner.insert_tasks_v1(tasks, self.batch)
         self.base.step(self.live)
         import paddle
 
-        hidden = paddle.zeros([1, 1], dtype="bfloat16")  # the draft model reads none
+        hidden = paddle.zeros([1, 1], dtype="float32")  # the draft model reads none
         self.proposer.run(full_hidden_states=hidden)
         self._trace()
         handed = []
@@ -690,8 +808,10 @@ class Node:
                      "mask_rollback", "input_ids", "not_need_stop"):
             if name in mi and mi[name] is not None:
                 parts.append(np.ascontiguousarray(mi[name].numpy()).tobytes())
-        parts.append(np.ascontiguousarray(self.proposer.seq_lens_this_time_buffer.numpy())
-                     .tobytes())
+        buf = getattr(self.proposer, "seq_lens_this_time_buffer", None)
+        if buf is None:
+            buf = mi["seq_lens_this_time_buffer"]
+        parts.append(np.ascontiguousarray(buf.numpy()).tobytes())
         for name in ("draft_tokens", "seq_lens_this_time"):
             parts.append(np.ascontiguousarray(si[name].numpy()).tobytes())
         self.result.trace.append(b"".join(parts))

@@ -71,8 +71,9 @@ def imported_op_names(src: pathlib.Path) -> set:
     return {n for n in names if n.isidentifier()}
 
 
-def registration(src: pathlib.Path, rel: str, op: str):
-    """(inputs, attribute names) of ``PD_BUILD_STATIC_OP(op)`` in file `rel`."""
+def registration(src: pathlib.Path, rel: str, op: str, outputs: bool = False):
+    """(inputs, attribute names[, outputs]) of ``PD_BUILD_STATIC_OP(op)`` in
+    file `rel`."""
     text = (src / rel).read_text()
     at = text.index(f"PD_BUILD_STATIC_OP({op})")
     block = text[at:text.index(";", at)]
@@ -80,6 +81,9 @@ def registration(src: pathlib.Path, rel: str, op: str):
     attrs_m = re.search(r"\.Attrs\(\{(.*?)\}\)", block, re.S)
     attrs = [a.split(":")[0].strip() for a in re.findall(r'"([^"]+)"', attrs_m.group(1))] \
         if attrs_m else []
+    if outputs:
+        outs_m = re.search(r"\.Outputs\(\{(.*?)\}\)", block, re.S)
+        return inputs, attrs, re.findall(r'"(\w+)"', outs_m.group(1)) if outs_m else []
     return inputs, attrs
 
 
@@ -99,24 +103,71 @@ def _named(name: str, params: List[str], fn):
 # Each returns what FastDeploy's ops module hands its caller: an op without a
 # static_op_ twin is the C++ function itself (a list of outputs).
 
-def speculate_get_padding_offset(input_ids, draft_tokens, cum_offsets, seq_len, seq_lens_encoder,
-                                 cpu_token_num):
-    """speculate_decoding/speculate_get_padding_offset.cu (9018ccf74 lines
-    21-65): each request's tokens packed in order, from input_ids where
-    seq_lens_encoder > 0, else from draft_tokens; cu_seqlens_q/k the running
-    sums of seq_len; batch_id_per_token the row of each packed token."""
-    ids, drafts = _np(input_ids), _np(draft_tokens)
-    n, enc = _np(seq_len).reshape(-1), _np(seq_lens_encoder).reshape(-1)
+def _pack(ids, drafts, n, enc):
+    """Each request's tokens packed in order (from draft_tokens for a decode
+    where `drafts` is given, else from input_ids), the row of each packed
+    token and cu_seqlens (the running sums of n)."""
     out, rows = [], []
     cu = np.zeros(n.shape[0] + 1, np.int32)
     for b in range(n.shape[0]):
         m = int(n[b])
-        src = ids[b] if enc[b] > 0 else drafts[b]
+        src = drafts[b] if drafts is not None and enc[b] <= 0 else ids[b]
         out.extend(src[:m].tolist())
         rows.extend([b] * m)
         cu[b + 1] = cu[b] + m
     return [_tensor(np.array(out, np.int64).reshape(-1)), _tensor(np.array(rows, np.int32)),
             _tensor(cu), _tensor(cu.copy())]
+
+
+def speculate_get_padding_offset(*args):
+    """speculate_decoding/speculate_get_padding_offset.cu (9018ccf74 lines
+    21-65; ba915e03e passes token_num as a tensor before seq_len, lines
+    432-440 of its registration): each request's tokens packed in order, from
+    input_ids where seq_lens_encoder > 0, else from draft_tokens; cu_seqlens_q
+    and cu_seqlens_k the running sums of seq_len; batch_id_per_token the row
+    of each packed token."""
+    if len(args) == 6 and hasattr(args[5], "numpy"):
+        input_ids, draft_tokens, _, _, seq_len, seq_lens_encoder = args  # ba915e03e
+    else:
+        input_ids, draft_tokens, _, seq_len, seq_lens_encoder = args[:5]
+    enc = _np(seq_lens_encoder).reshape(-1)
+    return _pack(_np(input_ids), _np(draft_tokens), _np(seq_len).reshape(-1), enc)
+
+
+def get_padding_offset(input_ids, seq_len, draft_tokens=None, seq_lens_encoder=None,
+                       token_num=None):
+    """get_padding_offset.cu (2178f2829 lines 22-79): as
+    speculate_get_padding_offset, a decode's tokens from draft_tokens only
+    where draft_tokens is given (speculative decoding)."""
+    n = _np(seq_len).reshape(-1)
+    drafts = _np(draft_tokens) if draft_tokens is not None else None
+    enc = _np(seq_lens_encoder).reshape(-1) if seq_lens_encoder is not None \
+        else np.zeros_like(n)
+    return _pack(_np(input_ids), drafts, n, enc)
+
+
+def speculate_pre_process(cpu_token_num, input_ids, seq_len, draft_tokens, seq_lens_encoder,
+                          seq_lens_decoder):
+    """speculate_decoding/speculate_preprocess.cu (7a6c28781 lines 26-231):
+    the packing of get_padding_offset (a decode's tokens from draft_tokens),
+    then each request's output count (speculate_get_seq_lens_output's rule),
+    cu_seqlens_q_output its running sums, batch_id_per_token_output the row
+    of each output token (a buffer of bsz * draft width, the rest unset:
+    zeros here) and real_output_token_num their total."""
+    n = _np(seq_len).reshape(-1)
+    enc = _np(seq_lens_encoder).reshape(-1)
+    drafts = _np(draft_tokens)
+    ids, rows, cu_q, cu_k = _pack(_np(input_ids), drafts, n, enc)
+    out_n = np.where(n == 0, 0, np.where((n == 1) | (enc != 0), 1, n)).astype(np.int32)
+    cu_out = np.zeros(n.shape[0] + 1, np.int32)
+    cu_out[1:] = np.cumsum(out_n)
+    rows_out = np.zeros(n.shape[0] * drafts.shape[1], np.int32)
+    at = 0
+    for b in range(n.shape[0]):
+        rows_out[at:at + out_n[b]] = b
+        at += int(out_n[b])
+    return [ids, rows, cu_q, cu_k, _tensor(cu_out), _tensor(rows_out),
+            _tensor(np.array([at], np.int32))]
 
 
 def speculate_get_seq_lens_output(seq_lens_this_time, seq_lens_encoder, seq_lens_decoder):
@@ -146,16 +197,29 @@ def speculate_get_output_padding_offset(output_cum_offsets_tmp, out_token_num, s
 
 
 def rebuild_padding(tmp_out, cu_seqlens_q, seq_len_this_time, seq_lens_decoder, seq_lens_encoder,
-                    output_padding_offset, first_token_out=None, max_input_length=0,
-                    enable_logprob=False):
-    """rebuild_padding.cu (9018ccf74 lines 48-90, the speculative path, with
-    output_padding_offset): one row per output token; a prefilling request's
-    is its last token's, a decoding request's are its tokens in order; a
-    request not fed (or with neither length) keeps zeros."""
+                    *rest):
+    """rebuild_padding.cu, the speculative path: one row per output token; a
+    prefilling request's is its last token's, a decoding request's are its
+    tokens in order; a request not fed (or with neither length) keeps zeros.
+    Up to 9018ccf74 (lines 48-90 there) the output tokens are found through
+    output_padding_offset and max_input_length; from 2178f2829 (lines 46-80
+    there) through batch_id_per_token_output and cu_seqlens_q_output."""
     x = _np(tmp_out)
     cu = _np(cu_seqlens_q).reshape(-1)
     n, dec, enc = (_np(a).reshape(-1) for a in (seq_len_this_time, seq_lens_decoder,
                                                seq_lens_encoder))
+    if len(rest) >= 2 and hasattr(rest[1], "numpy") and _np(rest[1]).shape[0] == n.shape[0] + 1:
+        rows = _np(rest[0]).reshape(-1)  # batch_id_per_token_output
+        cu_out = _np(rest[1]).reshape(-1)  # cu_seqlens_q_output
+        out = np.zeros((rows.shape[0], x.shape[1]), x.dtype)
+        for o in range(rows.shape[0]):
+            b = int(rows[o])
+            if n[b] == 0 or (dec[b] == 0 and enc[b] == 0):
+                continue
+            seq_id = int(enc[b]) - 1 if enc[b] > 0 else o - int(cu_out[b])
+            out[o] = x[int(cu[b]) + seq_id]
+        return _tensor(out)
+    output_padding_offset, max_input_length = rest[0], rest[2]
     pad = _np(output_padding_offset).reshape(-1)
     out = np.zeros((pad.shape[0], x.shape[1]), x.dtype)
     for o in range(pad.shape[0]):
@@ -169,6 +233,41 @@ def rebuild_padding(tmp_out, cu_seqlens_q, seq_len_this_time, seq_lens_decoder, 
     return _tensor(out)
 
 
+def eagle_gather_hidden_states(input, cu_seqlens_q, seq_lens_this_time, seq_lens_decoder,
+                               seq_lens_encoder, batch_id_per_token_output, cu_seqlens_q_output,
+                               real_output_token_num):
+    """speculate_decoding/draft_model/eagle_gather_hidden_states.cu (dad5a432a
+    lines 28-160): for each request fed (seq_lens_this_time > 0), in order,
+    the row of its last token; [bsz, dim] zeros otherwise; and their count."""
+    x = _np(input)
+    n = _np(seq_lens_this_time).reshape(-1)
+    out = np.zeros((n.shape[0], x.shape[1]), x.dtype)
+    at, k = 0, 0
+    for b in range(n.shape[0]):
+        if n[b] > 0:
+            at += int(n[b])
+            out[k] = x[at - 1]
+            k += 1
+    return [_tensor(out), _tensor(np.array([k], np.int32))]
+
+
+def make_eagle_get_hidden_states(src: pathlib.Path):
+    """eagle_get_hidden_states as the tree registers it: one output up to
+    7a6c28781, two at dad5a432a (the second unused by the proposer,
+    mtp_cuda.py line 81 there)."""
+    _, _, outputs = registration(src, f"{DRAFT}/eagle_get_hidden_states.cu",
+                                 "eagle_get_hidden_states", outputs=True)
+
+    def eagle(*args):
+        out = eagle_get_hidden_states(*args)
+        if len(outputs) > 1:
+            return [out] + [_tensor(np.zeros(1, np.int32)) for _ in outputs[1:]]
+        return out
+
+    eagle.__doc__ = eagle_get_hidden_states.__doc__
+    return eagle
+
+
 def eagle_get_hidden_states(*args):
     """speculate_decoding/draft_model/eagle_get_hidden_states.cu gathers the
     base model's hidden states for the draft; the draft model of the harness
@@ -180,10 +279,26 @@ def eagle_get_hidden_states(*args):
 def eagle_get_self_hidden_states(hidden_states, *args):
     """speculate_decoding/draft_model/eagle_get_self_hidden_states.cu: as
     eagle_get_hidden_states, nothing the harness's draft model reads (one
-    zero row of the buffer's type, which ``copy_`` takes whole)."""
+    zero row of the harness's buffer type, which ``copy_`` takes whole)."""
     import paddle
 
-    return paddle.zeros([1, 1], dtype="bfloat16")
+    return paddle.zeros([1, 1], dtype="float32")
+
+
+def set_stop(not_need_stop, flag):
+    """set_stop.cu (2178f2829 lines 27-30): not_need_stop[0] = flag."""
+    a = _np(not_need_stop)
+    a.reshape(-1)[0] = bool(flag)
+    _put(not_need_stop, a)
+
+
+def custom_numpy_to_tensor(numpy_array, tensor):
+    """cpp_extensions.cc (dad5a432a lines 53-65): the array's bytes copied
+    into the tensor, which is returned."""
+    arr = np.ascontiguousarray(numpy_array)
+    dtype = _np(tensor).dtype
+    _put(tensor, np.frombuffer(arr.tobytes(), dtype=dtype)[:int(np.prod(tensor.shape))])
+    return tensor
 
 
 def mtp_save_first_token(*args):
@@ -426,10 +541,13 @@ def build_module(src: pathlib.Path, drift: bool = False):
         missing.__name__ = name
         setattr(mod, name, missing)
     models: Dict[str, str] = {}
-    for fn in (speculate_get_padding_offset, speculate_get_seq_lens_output,
+    for fn in (speculate_get_padding_offset, get_padding_offset, speculate_get_seq_lens_output,
                speculate_get_output_padding_offset, rebuild_padding, eagle_get_hidden_states,
-               eagle_get_self_hidden_states, mtp_save_first_token, draft_model_postprocess):
+               eagle_get_self_hidden_states, mtp_save_first_token, draft_model_postprocess,
+               set_stop, custom_numpy_to_tensor, speculate_pre_process,
+               eagle_gather_hidden_states):
         setattr(mod, fn.__name__, fn)
+    mod.eagle_get_hidden_states = make_eagle_get_hidden_states(src)
     update = make_draft_model_update(src)
     mod.draft_model_update = update
     models["draft_model_update"] = update.version
