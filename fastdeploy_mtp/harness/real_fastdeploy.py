@@ -255,7 +255,8 @@ def _bool_attribute_workaround(mtp, models) -> None:
     mtp.draft_model_preprocess = preprocess
 
 
-def import_fastdeploy(src: pathlib.Path, deps: Optional[str], kernels: str, drift: bool = False):
+def import_fastdeploy(src: pathlib.Path, deps: Optional[str], kernels: str, drift: bool = False,
+                      workaround: bool = True):
     """Import FastDeploy's proposer and runner from `src` in this process,
     with the stand-in ops; load our plugin through FastDeploy's loader unless
     `kernels` is "fastdeploy". Returns (mtp module, runner module, models)."""
@@ -281,7 +282,7 @@ def import_fastdeploy(src: pathlib.Path, deps: Optional[str], kernels: str, drif
             # the ops (mtp.py lines 718-727 there).
             mtp = importlib.import_module("fastdeploy.spec_decode.mtp_cuda")
         runner = importlib.import_module("fastdeploy.worker.gpu_model_runner")
-    if kernels == "ours":
+    if kernels == "ours" and workaround:
         _bool_attribute_workaround(mtp, models)
     # Imported on the CPU platform (import-time probes of a GPU would fail);
     # from here on FastDeploy's code takes its CUDA paths.
@@ -836,13 +837,14 @@ def _new_request(rng, args, rid: int) -> dict:
 def _run_here(src: str, role: str, k: int, steps: int, batch: int, seed: int, chunk: int,
               prefix_cache: float, image_prob: float, kernels: str, deps: Optional[str],
               max_prompt: int = 40, max_dec_len: int = 24, eos_prob: float = 0.05,
-              finish_prob: float = 0.05, arrival_prob: float = 0.5, drift: bool = False) -> Result:
+              finish_prob: float = 0.05, arrival_prob: float = 0.5, drift: bool = False,
+              workaround: bool = True) -> Result:
     tree = check_tree(src)
     commit = tree_commit(tree)
     if drift and kernels != "fastdeploy":
         raise HarnessError("a planted drift goes into FastDeploy's modelled mask op: "
                            "use kernels='fastdeploy'")
-    mtp, runner_mod, models = import_fastdeploy(tree, deps, kernels, drift)
+    mtp, runner_mod, models = import_fastdeploy(tree, deps, kernels, drift, workaround)
     mode = os.environ.get("FASTDEPLOY_MTP_MODE") or "unset"
     result = Result(commit=commit, role=role, k=k, mode=mode, kernels=kernels, forms=models)
     args = types.SimpleNamespace(max_prompt=max_prompt, image_prob=image_prob, chunk=chunk,
@@ -904,7 +906,7 @@ ROLES = ("mixed", "pd")
 def run(src=None, *, role: str = "mixed", k: int = 2, steps: int = 40, batch: int = 4,
         seed: int = 0, chunk: int = 0, prefix_cache: float = 0.0, image_prob: float = 0.5,
         kernels: str = "ours", deps: Optional[str] = None, drift: bool = False,
-        timeout: float = 900) -> Result:
+        workaround: bool = True, timeout: float = 900) -> Result:
     """Run FastDeploy's proposer from the tree `src` (default: $FASTDEPLOY_SRC)
     in a child process (its imports, platform shim and plugin stay there) and
     return what the judge counted. `kernels`: "ours" (the plugin's ops,
@@ -924,6 +926,8 @@ def run(src=None, *, role: str = "mixed", k: int = 2, steps: int = 40, batch: in
            "--image-prob", str(image_prob), "--kernels", kernels, "--deps", deps, "--json"]
     if drift:
         cmd.append("--drift")
+    if not workaround:
+        cmd.append("--no-bool-workaround")
     here = str(pathlib.Path(__file__).resolve().parents[2])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [here] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
@@ -963,11 +967,20 @@ def main(argv=None) -> int:
     ap.add_argument("--deps", default=os.environ.get(DEPS_ENV) or DEFAULT_DEPS,
                     help=f"directory of FastDeploy's Python dependencies (${DEPS_ENV})")
     ap.add_argument("--drift", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--no-bool-workaround", dest="workaround", action="store_false",
+                    help="pass FastDeploy's int kvcache_scheduler_v1 to the plugin's op as is")
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    # FastDeploy's loggers write under FD_LOG_DIR ("log" in the working
+    # directory by default, fastdeploy/envs.py); keep them out of the tree.
+    if not os.environ.get("FD_LOG_DIR"):
+        import tempfile
+
+        os.environ["FD_LOG_DIR"] = os.path.join(tempfile.gettempdir(), "fastdeploy_mtp_real_log")
     try:
         res = _run_here(a.src, a.role, a.k, a.steps, a.batch, a.seed, a.chunk, a.prefix_cache,
-                        a.image_prob, a.kernels, a.deps, drift=a.drift)
+                        a.image_prob, a.kernels, a.deps, drift=a.drift,
+                        workaround=a.workaround)
     except HarnessError as e:
         if a.json:
             print(json.dumps({"error": str(e)}))
