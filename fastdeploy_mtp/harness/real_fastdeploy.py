@@ -32,6 +32,14 @@ prefill (``mtp.py`` lines 536 and 539 at 9018ccf74), which the shim makes
 the no-op it is on the GPU; and NumPy 2 keeps a host integer's numpy type
 where FastDeploy's code needs a Python int.
 
+Usage: ``python -m fastdeploy_mtp.harness.real_fastdeploy --src TREE`` (or
+``FASTDEPLOY_SRC=TREE``), a tree from ``git archive COMMIT`` of FastDeploy.
+Its Python dependencies go in a directory of their own, never into the
+system's site-packages (Paddle and NumPy stay the system's):
+``pip install --target /tmp/fd_deps --no-deps`` the ``DEPS_PACKAGES`` below
+(``FASTDEPLOY_DEPS`` names another directory). The plugin runs in whatever
+mode ``FASTDEPLOY_MTP_MODE`` says; the result reports it.
+
 Judged (``Result``): every draft query's logits against the cache-free
 recomputation (``draft_check.DraftRunner``), and three invariants that need
 no oracle, counted per token: ``mask`` (a decode token's mask end,
@@ -757,6 +765,8 @@ class Node:
         from .sim_fastdeploy import chunk_end
 
         self.judge.where = where
+        if not self.live:
+            return []  # an idle engine runs no step
         tasks = []
         for b, req in sorted(self.live.items()):
             n = len(req["prompt"])
@@ -933,12 +943,12 @@ def run(src=None, *, role: str = "mixed", k: int = 2, steps: int = 40, batch: in
         [here] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
-    if out.returncode != 0 or not lines:
-        err = [ln for ln in (out.stderr + out.stdout).splitlines() if ln.strip()]
-        raise HarnessError(err[-1] if err else f"the run exited {out.returncode}")
-    data = json.loads(lines[-1])
+    data = json.loads(lines[-1]) if lines else {}
     if "error" in data:
         raise HarnessError(data["error"])
+    if out.returncode != 0 or not lines:
+        err = [ln for ln in out.stderr.splitlines() if ln.strip()]
+        raise HarnessError(err[-1] if err else f"the run exited {out.returncode}")
     trace = [bytes.fromhex(h) for h in data.pop("trace")]
     return Result(trace=trace, **data)
 
