@@ -410,6 +410,10 @@ class Request:
     sampling_params: object = None
     pooling_params: object = None
     max_tokens: int = 0
+    # What a decode node gets from the prefill node: the first token and the
+    # draft tokens (read by the runner's insert from 7a6c28781 on,
+    # gpu_model_runner.py lines 871-877 there).
+    draft_token_ids: Optional[List[int]] = None
 
     def get(self, name, default=None):
         value = getattr(self, name, None)
@@ -750,7 +754,9 @@ class Node:
                        block_tables=list(range(b * 4, b * 4 + 4)),
                        multimodal_inputs={"attention_mask_offset": list(req["mask"]),
                                           "position_ids": list(range(len(req["prompt"])))},
-                       max_tokens=self.args.max_dec_len)
+                       max_tokens=self.args.max_dec_len,
+                       draft_token_ids=([req["generated"][0], req["handover_draft"]]
+                                        if self.role == "decode" else None))
 
     def admit(self, b: int, req: dict, start: int = 0) -> None:
         self.live[b] = req
