@@ -50,14 +50,17 @@ def _registration(op):
 
 
 @needs_tree
-@pytest.mark.parametrize("role,k,chunk", [("mixed", 2, 0), ("pd", 2, 0), ("mixed", 1, 8),
-                                          ("pd", 3, 8)])
-def test_our_ops_give_fastdeploys_trace(role, k, chunk):
+@pytest.mark.parametrize("role,k,chunk,eos", [("mixed", 2, 0, 0.0), ("pd", 2, 0, 0.1),
+                                              ("mixed", 1, 8, 0.0), ("pd", 3, 8, 0.0)])
+def test_our_ops_give_fastdeploys_trace(role, k, chunk, eos):
     """With the plugin in exact mode (our ops bit-exact copies of FastDeploy's
     kernels) every forward the draft makes and every buffer after every step
-    is byte-identical to the run with FastDeploy's own kernels (modelled)."""
-    ours = _run(role=role, k=k, chunk=chunk, kernels="ours")
-    theirs = _run(role=role, k=k, chunk=chunk, kernels="fastdeploy")
+    is byte-identical to the run with FastDeploy's own kernels (modelled);
+    `eos`: drafts ending early too."""
+    ours = _run(role=role, k=k, chunk=chunk, kernels="ours", draft_eos_prob=eos)
+    theirs = _run(role=role, k=k, chunk=chunk, kernels="fastdeploy", draft_eos_prob=eos)
+    assert ours.forms["preprocess_module"] == "fastdeploy_mtp.plugin", ours.forms
+    assert theirs.forms["preprocess_module"].endswith("real_fastdeploy_ops"), theirs.forms
     assert ours.tokens > 50 and ours.requests > 2, ours.line()
     assert ours.forms["draft_model_preprocess"] in ("pr5245", "pr5738", "shadow"), ours.forms
     assert len(ours.trace) == len(theirs.trace) > 0

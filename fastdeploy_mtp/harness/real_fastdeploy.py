@@ -281,7 +281,11 @@ def import_fastdeploy(src: pathlib.Path, deps: Optional[str], kernels: str, drif
     sys.path[:0] = [p for p in (str(src), deps, here) if p]
     mod, models = ops.build_module(src, drift)
     sys.modules[ops.MODULE] = mod
-    plugins = "fastdeploy_mtp" if kernels == "ours" else None
+    # FD_PLUGINS names the plugins to load. Unset, ba915e03e loads every
+    # plugin of the group (fastdeploy/plugins/utils.py lines 42-50 there) and
+    # later commits none (lines 42-46 at 9018ccf74); an empty name loads none
+    # at every commit.
+    plugins = "fastdeploy_mtp" if kernels == "ours" else ""
     with _env(FD_PLUGINS=plugins, ENABLE_V1_KVCACHE_SCHEDULER="1"):
         importlib.import_module("fastdeploy.model_executor.models")
         mtp = importlib.import_module("fastdeploy.spec_decode.mtp")
@@ -290,6 +294,9 @@ def import_fastdeploy(src: pathlib.Path, deps: Optional[str], kernels: str, drif
             # the ops (mtp.py lines 718-727 there).
             mtp = importlib.import_module("fastdeploy.spec_decode.mtp_cuda")
         runner = importlib.import_module("fastdeploy.worker.gpu_model_runner")
+    # Whose draft_model_preprocess the proposer calls: the plugin's stand-in
+    # (fastdeploy_mtp.plugin) or FastDeploy's op (the harness's model of it).
+    models["preprocess_module"] = getattr(mtp.draft_model_preprocess, "__module__", "?")
     if kernels == "ours" and workaround:
         _bool_attribute_workaround(mtp, models)
     # Imported on the CPU platform (import-time probes of a GPU would fail);
@@ -376,13 +383,20 @@ class _NullBackend:
 
 class _Sampler:
     """Greedy over the draft's logits (FastDeploy's MTPSampler draws from
-    them; the harness's draft is judged on its argmax)."""
+    them; the harness's draft is judged on its argmax), each token the end
+    token instead with probability `eos_prob` (as the simulator's
+    --draft-eos-prob), so that the proposer's end-token rules run."""
+
+    def __init__(self, rng=None, eos_prob: float = 0.0):
+        self.rng, self.eos_prob = rng, eos_prob
 
     def __call__(self, logits, sampling_metadata, max_model_len, share_inputs, *a, **kw):
         import paddle
 
-        ids = paddle.to_tensor(logits.numpy().argmax(axis=1).astype(np.int64).reshape(-1, 1),
-                               place=paddle.CPUPlace())
+        toks = logits.numpy().argmax(axis=1).astype(np.int64)
+        if self.eos_prob > 0:
+            toks[self.rng.random(toks.shape[0]) < self.eos_prob] = EOS
+        ids = paddle.to_tensor(toks.reshape(-1, 1), place=paddle.CPUPlace())
         return ids, types.SimpleNamespace(sampled_token_ids=ids, logprobs_tensors=None)
 
     def apply_logits_processor(self, *a, **kw):
@@ -649,6 +663,9 @@ class Node:
         r.routing_replay_manager, r.encoder_cache = None, None
         r.deterministic_logger = None
         r.enable_cache_manager_v1 = False
+        # dad5a432a's runner: its launch-size cache, reset by a decode node's
+        # insert (gpu_model_runner.py __init__ there).
+        r._cached_launch_token_num, r.exist_prefill_flag = -1, False
         try:
             r.spec_method = importlib.import_module("fastdeploy.spec_decode.types").SpecMethod.MTP
         except (ImportError, AttributeError):
@@ -700,7 +717,7 @@ class Node:
         p.target_model_inputs = r.share_inputs
         p.mtp_strategy, p.hybrid_mode, p.enable_logprob = "default", False, False
         p.role = role
-        p.sampler = _Sampler()
+        p.sampler = _Sampler(np.random.default_rng(args.seed + 1), args.draft_eos_prob)
         p.model = DraftModel(self.judge)
         p.attn_backends = [_NullBackend()]
         p.draft_model_use_cudagraph, p.cudagraph_capture_sizes, p.sot_warmup_sizes = False, [], []
@@ -854,7 +871,7 @@ def _run_here(src: str, role: str, k: int, steps: int, batch: int, seed: int, ch
               prefix_cache: float, image_prob: float, kernels: str, deps: Optional[str],
               max_prompt: int = 40, max_dec_len: int = 24, eos_prob: float = 0.05,
               finish_prob: float = 0.05, arrival_prob: float = 0.5, drift: bool = False,
-              workaround: bool = True) -> Result:
+              workaround: bool = True, draft_eos_prob: float = 0.0) -> Result:
     tree = check_tree(src)
     commit = tree_commit(tree)
     if drift and kernels != "fastdeploy":
@@ -865,7 +882,8 @@ def _run_here(src: str, role: str, k: int, steps: int, batch: int, seed: int, ch
     result = Result(commit=commit, role=role, k=k, mode=mode, kernels=kernels, forms=models)
     args = types.SimpleNamespace(max_prompt=max_prompt, image_prob=image_prob, chunk=chunk,
                                  prefix_cache=prefix_cache, max_dec_len=max_dec_len,
-                                 eos_prob=eos_prob, finish_prob=finish_prob)
+                                 eos_prob=eos_prob, finish_prob=finish_prob, seed=seed,
+                                 draft_eos_prob=draft_eos_prob)
     rng = np.random.default_rng(seed)
     max_model_len = max_prompt + max_dec_len + 2 * k + 8
     fd = {"mtp": mtp, "runner": runner_mod}
@@ -922,7 +940,7 @@ ROLES = ("mixed", "pd")
 def run(src=None, *, role: str = "mixed", k: int = 2, steps: int = 40, batch: int = 4,
         seed: int = 0, chunk: int = 0, prefix_cache: float = 0.0, image_prob: float = 0.5,
         kernels: str = "ours", deps: Optional[str] = None, drift: bool = False,
-        workaround: bool = True, timeout: float = 900) -> Result:
+        workaround: bool = True, draft_eos_prob: float = 0.0, timeout: float = 900) -> Result:
     """Run FastDeploy's proposer from the tree `src` (default: $FASTDEPLOY_SRC)
     in a child process (its imports, platform shim and plugin stay there) and
     return what the judge counted. `kernels`: "ours" (the plugin's ops,
@@ -939,7 +957,8 @@ def run(src=None, *, role: str = "mixed", k: int = 2, steps: int = 40, batch: in
     cmd = [sys.executable, "-m", "fastdeploy_mtp.harness.real_fastdeploy", "--src", str(src),
            "--role", role, "--k", str(k), "--steps", str(steps), "--batch", str(batch),
            "--seed", str(seed), "--chunk", str(chunk), "--prefix-cache", str(prefix_cache),
-           "--image-prob", str(image_prob), "--kernels", kernels, "--deps", deps, "--json"]
+           "--image-prob", str(image_prob), "--kernels", kernels, "--deps", deps,
+           "--draft-eos-prob", str(draft_eos_prob), "--json"]
     if drift:
         cmd.append("--drift")
     if not workaround:
@@ -982,6 +1001,8 @@ def main(argv=None) -> int:
                     help="ours: the plugin's ops; fastdeploy: FastDeploy's own (modelled)")
     ap.add_argument("--deps", default=os.environ.get(DEPS_ENV) or DEFAULT_DEPS,
                     help=f"directory of FastDeploy's Python dependencies (${DEPS_ENV})")
+    ap.add_argument("--draft-eos-prob", type=float, default=0.0,
+                    help="probability a draft token is the end token (default 0: greedy)")
     ap.add_argument("--drift", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--no-bool-workaround", dest="workaround", action="store_false",
                     help="pass FastDeploy's int kvcache_scheduler_v1 to the plugin's op as is")
@@ -996,7 +1017,7 @@ def main(argv=None) -> int:
     try:
         res = _run_here(a.src, a.role, a.k, a.steps, a.batch, a.seed, a.chunk, a.prefix_cache,
                         a.image_prob, a.kernels, a.deps, drift=a.drift,
-                        workaround=a.workaround)
+                        workaround=a.workaround, draft_eos_prob=a.draft_eos_prob)
     except HarnessError as e:
         if a.json:
             print(json.dumps({"error": str(e)}))
