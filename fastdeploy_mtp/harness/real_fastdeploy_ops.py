@@ -22,7 +22,6 @@ FastDeploy's; their bodies are this project's models of FastDeploy's kernels
 
 from __future__ import annotations
 
-import functools
 import inspect
 import pathlib
 import re
@@ -423,9 +422,7 @@ def make_draft_model_update(src: pathlib.Path):
             else:
                 n_all[b] = 0
                 enc[b] = 0
-        rows = n_all.shape[0]
-        if version == "compact":
-            stopped += 0  # rows not fed count as neither
+        rows = n_all.shape[0]  # a row not fed counts as running (the kernel's block sum)
         for t, a in ((draft_tokens, dt), (pre_ids, pre), (seq_lens_this_time, n_all),
                      (seq_lens_encoder, enc), (seq_lens_decoder, dec), (step_idx, step),
                      (stop_flags, stop), (base_model_draft_tokens, base)):
