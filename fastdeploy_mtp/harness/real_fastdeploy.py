@@ -483,12 +483,23 @@ class Judge:
         offsets = meta.attn_mask_offsets.numpy().reshape(-1)[:2 * ids.shape[0]]
         fed = [(b, int(cu[b]), int(n_all[b]), int(dec[b])) for b in range(n_all.shape[0])
                if n_all[b] > 0]
+        # A decode substep of a request whose prompt is not all prefilled yet
+        # (after a chunk that is not its last) runs on the draft's own samples
+        # at positions the next chunk prefills again: FastDeploy's base model
+        # verifies no draft of a prefill, so its outputs are dropped, and the
+        # next chunk writes those positions' K/V again before anything attends
+        # them. Nothing of it is judged (the simulator's judge does the same).
+        ahead = {b for b, _, _, _ in fed
+                 if enc[b] == 0 and b in self.requests
+                 and self.requests[b].get("done", 0) < len(self.requests[b]["prompt"])}
         self.result.trace.append(b"F" + ids.astype(np.int64).tobytes()
                                  + offsets.astype(np.int32).tobytes()
                                  + np.array(fed, np.int64).tobytes())
         for b, q, n, start in fed:
             pos = start + np.arange(n)
             self.written[b, pos] = True
+            if b in ahead:
+                continue
             req = self.requests.get(b)
             seq = req["prompt"] + req["generated"] if req else []
             for j in range(n):
@@ -516,7 +527,8 @@ class Judge:
         self.runner.model.forward_cached = capture
         try:
             before = self.tally.disagreements
-            self.runner.substep(ids, fed, offsets, self.tally, f"{self.node} {self.where}")
+            self.runner.substep(ids, fed, offsets, self.tally, f"{self.node} {self.where}",
+                                unchecked=ahead)
         finally:
             del self.runner.model.forward_cached
         if self.tally.disagreements > before and "oracle" not in self.result.first:
@@ -940,7 +952,8 @@ ROLES = ("mixed", "pd")
 def run(src=None, *, role: str = "mixed", k: int = 2, steps: int = 40, batch: int = 4,
         seed: int = 0, chunk: int = 0, prefix_cache: float = 0.0, image_prob: float = 0.5,
         kernels: str = "ours", deps: Optional[str] = None, drift: bool = False,
-        workaround: bool = True, draft_eos_prob: float = 0.0, timeout: float = 900) -> Result:
+        workaround: bool = True, draft_eos_prob: float = 0.0, timeout: float = 900,
+        mode: Optional[str] = None) -> Result:
     """Run FastDeploy's proposer from the tree `src` (default: $FASTDEPLOY_SRC)
     in a child process (its imports, platform shim and plugin stay there) and
     return what the judge counted. `kernels`: "ours" (the plugin's ops,
@@ -966,6 +979,8 @@ def run(src=None, *, role: str = "mixed", k: int = 2, steps: int = 40, batch: in
     here = str(pathlib.Path(__file__).resolve().parents[2])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [here] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    if mode is not None:  # the plugin's FASTDEPLOY_MTP_MODE in the child
+        env["FASTDEPLOY_MTP_MODE"] = mode
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
     data = json.loads(lines[-1]) if lines else {}
