@@ -677,3 +677,28 @@ def test_an_int_flag_is_taken_where_fastdeploy_passes_one(form, static_name):
         np.testing.assert_array_equal(to_numpy(got)[name], to_numpy(want)[name], err_msg=name)
     assert not np.array_equal(to_numpy(got)["seq_lens_this_time"], s["seq_lens_this_time"]) or \
         not np.array_equal(to_numpy(got)["stop_flags"], s["stop_flags"])
+
+
+def test_without_paddle_register_says_so_in_one_warning_and_does_nothing(monkeypatch):
+    """FD_PLUGINS set where Paddle is not importable: one WARNING line, and
+    nothing of FastDeploy's is touched (no ops module imported)."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "paddle" else real(name, *a))
+    monkeypatch.delenv(plugin.FORM_VARIABLE, raising=False)
+    monkeypatch.delenv(plugin.MODE_VARIABLE, raising=False)
+    before = set(sys.modules)
+    lines = plugin._register()
+    assert [lvl for lvl, _ in lines] == [logging.WARNING], lines
+    assert "Paddle is not importable" in lines[0][1] and "does nothing" in lines[0][1]
+    assert not any(m.startswith("fastdeploy") for m in set(sys.modules) - before)
+
+
+@pytest.mark.parametrize("value", ["Exact", "fixed", "corrected "])
+def test_a_bad_mode_is_one_warning_and_fastdeploy_s_ops_stay(monkeypatch, value):
+    monkeypatch.setenv(plugin.MODE_VARIABLE, value)
+    lines = plugin._register()
+    assert [lvl for lvl, _ in lines] == [logging.WARNING], lines
+    assert f"{plugin.MODE_VARIABLE}={value!r} is none of corrected, exact" in lines[0][1]
