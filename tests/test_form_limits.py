@@ -5,7 +5,7 @@ shadow form's length limit), a state whose result lies exactly on the bound
 and one whose result lies one past it, each run by the form's op and by its
 numpy reference.
 
-The reference of the rollback, recompute and shadow forms is
+The reference of the rollback, recompute, shadow and corrected forms is
 fastdeploy_mtp/reference.py, which refuses by its own rules. The forms that
 are FastDeploy's own kernels (pr5245, pr5738, pr6403, xpu) are held to the
 numpy model of that kernel (fastdeploy_mtp/reference_fastdeploy.py), which
@@ -117,11 +117,18 @@ def attrs_of(form):
     return preprocess_attrs(K, v1=True)
 
 
+# The corrected forms: FastDeploy's registrations, every decode re-synced
+# from the base model and numbered from its KV positions.
+CORRECTED = tuple(f for f in FORMS if f.startswith("corrected_"))
 REFERENCES = {"rollback": reference.draft_model_preprocess,
               "recompute": reference.draft_model_preprocess_recompute,
-              "shadow": reference.draft_model_preprocess_shadow}
+              "shadow": reference.draft_model_preprocess_shadow,
+              **{f: partial(reference.draft_model_preprocess_corrected, form=f)
+                 for f in CORRECTED}}
 MASK_REFERENCES = {"pr6403": reference.update_attn_mask_offsets_pr6403,
-                   "shadow": reference.update_attn_mask_offsets_shadow}
+                   "shadow": reference.update_attn_mask_offsets_shadow,
+                   **{f: partial(reference.update_attn_mask_offsets_corrected, form=f)
+                      for f in CORRECTED}}
 
 
 def reference_verdict(form, op, state):
@@ -200,9 +207,12 @@ def _set_cell(s, name, i, v):
 
 
 def _set(**values):
+    """Request i's values (those of the form's tensors: the corrected_pr5245
+    form has no mask_rollback)."""
     def setup(s, i):
         for name, v in values.items():
-            _set_cell(s, name, i, v)
+            if name in s:
+                _set_cell(s, name, i, v)
     return setup
 
 
@@ -265,6 +275,15 @@ PREPROCESS_CASES = {
         ("shadow",), _set(), "target_model_seq_lens_decoder", I32_MIN + 2, I32_MIN + 1),
     "shadow prefill's target step - 1 at int64 min": (
         ("shadow",), _set(seq_lens_encoder=2), "target_model_step_idx", I64_MIN + 1, I64_MIN),
+    # The corrected forms re-sync every decode: the base model's lengths less
+    # accept_num, the change added to mask_rollback where the form has it.
+    "a corrected decode's base decoder - accept_num at int32 min": (
+        CORRECTED, _set(mask_rollback=I32_MIN, accept_num=1), "base_model_seq_lens_decoder",
+        I32_MIN + 1, I32_MIN),
+    "a corrected decode's mask_rollback + the change of seq_lens_decoder at int32 max": (
+        tuple(f for f in CORRECTED if f != "corrected_pr5245"),
+        _set(base_model_seq_lens_decoder=39, accept_num=1), "mask_rollback", I32_MAX - 2,
+        I32_MAX - 1),
 }
 
 PREPROCESS_PARAMS = [(form, case) for case, (fs, *_) in sorted(PREPROCESS_CASES.items())
@@ -344,7 +363,9 @@ def mask_state(form, bsz=3):
     return {n: s[n] for n in FORMS[form]["update_attn_mask_offsets"].input_names}
 
 
-CURSOR_FORMS = tuple(f for f in FORMS if f != "shadow")
+# The forms whose decode is numbered from its mask cursor less its rollback;
+# the shadow and corrected forms number it from seq_lens_decoder.
+CURSOR_FORMS = tuple(f for f in FORMS if f != "shadow" and f not in CORRECTED)
 MASK_CASES = {
     "cursor - rollback at 0": (
         CURSOR_FORMS, _set(attn_mask_offsets_decoder=40), "mask_rollback", 40, 41),
@@ -356,8 +377,8 @@ MASK_CASES = {
     "a vision generation's seq_lens_decoder + tokens at int32 max": (
         tuple(FORMS), _set(seq_lens_encoder=5, decode_states=2), "seq_lens_decoder",
         I32_MAX - 1, I32_MAX),
-    "the shadow form's decode seq_lens_decoder + tokens at int32 max": (
-        ("shadow",), _set(), "seq_lens_decoder", I32_MAX - 1, I32_MAX),
+    "a decode numbered from its KV positions: seq_lens_decoder + tokens at int32 max": (
+        ("shadow",) + CORRECTED, _set(), "seq_lens_decoder", I32_MAX - 1, I32_MAX),
 }
 MASK_PARAMS = [(form, case) for case, (fs, *_) in sorted(MASK_CASES.items()) for form in fs]
 
