@@ -72,13 +72,22 @@ ls "$FASTDEPLOY_MTP_CACHE"/*/fastdeploy_mtp_ops* >/dev/null  # built here, from 
 # COMMIT_OF): the stand-in loads the plugin as FastDeploy does; at the
 # proposer's first calls the plugin loads our library (and, for a 22-tensor
 # op, a probe of the stand-in's own mask op tells pr5738 from pr6403), and the
-# proposer's calls then compute what that version's ops compute.
+# proposer's calls then compute what that version's ops compute: the form that
+# corrects it (the default mode), or its own (FASTDEPLOY_MTP_MODE=exact). The
+# stand-in's proposer is not FastDeploy's code, so no patch applies to it.
+for mode in corrected exact; do
 for pair in pr5245:ba915e03e pr5738:9018ccf74 pr6403:2178f2829 shadow:7a6c28781; do
   form="${pair%%:*}"
-  out="$(FD_PLUGINS=fastdeploy_mtp STANDIN_FASTDEPLOY_COMMIT="${pair#*:}" \
-    PYTHONPATH="$repo/tests/standin_fastdeploy" "$py" "$repo/tests/standin_fastdeploy/drive.py" \
-    "{\"proposer_first\": true, \"run\": \"$form\"}")"
-  echo "$out" | grep '^RESULT ' | FORM="$form" COMMIT="${pair#*:}" "$py" -c '
+  use="$(FORM="$form" MODE="$mode" "$py" -c '
+import os
+from fastdeploy_mtp.plugin import CORRECTED_OF
+print(CORRECTED_OF[os.environ["FORM"]] if os.environ["MODE"] == "corrected" else os.environ["FORM"])')"
+  out="$(FD_PLUGINS=fastdeploy_mtp FASTDEPLOY_MTP_MODE="$([ "$mode" = exact ] && echo exact)" \
+    STANDIN_FASTDEPLOY_COMMIT="${pair#*:}" \
+    PYTHONPATH="$repo/tests/standin_fastdeploy${PYTHONPATH:+:$PYTHONPATH}" \
+    "$py" "$repo/tests/standin_fastdeploy/drive.py" \
+    "{\"proposer_first\": true, \"run\": \"$use\"}")"
+  echo "$out" | grep '^RESULT ' | FORM="$use" COMMIT="${pair#*:}" "$py" -c '
 import json, os, sys
 from fastdeploy_mtp.signature import preprocess_form
 form, commit = os.environ["FORM"], os.environ["COMMIT"]
@@ -89,9 +98,12 @@ pre, mask = "draft_model_preprocess", "update_attn_mask_offsets"
 want = {pre: preprocess_form(form), "static_op_" + pre: preprocess_form(form),
         mask: form, "static_op_" + mask: form}
 assert r["held"] == want, (r["held"], want)
-assert all(level == "INFO" for level, _ in r["log"]), r["log"]
+ours = [(level, line) for level, line in r["log"] if "patch " not in line]
+assert all(level == "INFO" for level, _ in ours), r["log"]
+assert all(line.startswith("fastdeploy_mtp: ") for _, line in r["log"]), r["log"]
 print("FD_PLUGINS=fastdeploy_mtp, through the wheel, stand-in FastDeploy", commit + ":",
-      r["log"][-1][1])'
+      ours[-1][1])'
+done
 done
 
 echo "the wheel works from an empty folder"

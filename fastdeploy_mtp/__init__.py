@@ -3,9 +3,13 @@
 - ``fastdeploy_mtp.ops``: the custom ops ``draft_model_preprocess`` and
   ``update_attn_mask_offsets`` (CPU and CUDA), as typed wrappers.
 - ``fastdeploy_mtp.reference``: the same ops in plain numpy, from docs/contract.md.
-- ``fastdeploy_mtp.signature``: the one table of the ops' signatures.
+- ``fastdeploy_mtp.signature``: the one table of the ops' signatures
+  (``signature_cpp`` renders the C++ from it).
 - ``fastdeploy_mtp.proposer``: MTPProposer, the draft state of a runner.
-- ``python -m fastdeploy_mtp check | signature | bench | bench-sim | bench-gpu | simulate``.
+- ``fastdeploy_mtp.plugin``: the FastDeploy plugin (``FD_PLUGINS=fastdeploy_mtp``).
+- ``python -m fastdeploy_mtp --help`` (also ``fastdeploy-mtp``): ``doctor``,
+  ``build``, ``check``, ``signature``, ``simulate``, ``verdict``,
+  ``reproduce``, ``bench``, ``bench-sim``, ``bench-gpu``.
 
 Importing the package loads nothing heavy and changes nothing outside it
 (warnings filters, loggers, the environment); the op library is loaded (or

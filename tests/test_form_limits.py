@@ -5,7 +5,7 @@ shadow form's length limit), a state whose result lies exactly on the bound
 and one whose result lies one past it, each run by the form's op and by its
 numpy reference.
 
-The reference of the rollback, recompute, shadow and corrected forms is
+The reference of the rollback, recompute and shadow forms is
 fastdeploy_mtp/reference.py, which refuses by its own rules. The forms that
 are FastDeploy's own kernels (pr5245, pr5738, pr6403, xpu) are held to the
 numpy model of that kernel (fastdeploy_mtp/reference_fastdeploy.py), which
@@ -117,17 +117,21 @@ def attrs_of(form):
     return preprocess_attrs(K, v1=True)
 
 
-# The corrected forms: FastDeploy's registrations, every decode re-synced
-# from the base model and numbered from its KV positions.
 CORRECTED = tuple(f for f in FORMS if f.startswith("corrected_"))
+
+
+def _corrected(fn, form):
+    return lambda s, **attrs: fn(s, **attrs, form=form)
+
+
 REFERENCES = {"rollback": reference.draft_model_preprocess,
               "recompute": reference.draft_model_preprocess_recompute,
               "shadow": reference.draft_model_preprocess_shadow,
-              **{f: partial(reference.draft_model_preprocess_corrected, form=f)
+              **{f: _corrected(reference.draft_model_preprocess_corrected, f)
                  for f in CORRECTED}}
 MASK_REFERENCES = {"pr6403": reference.update_attn_mask_offsets_pr6403,
                    "shadow": reference.update_attn_mask_offsets_shadow,
-                   **{f: partial(reference.update_attn_mask_offsets_corrected, form=f)
+                   **{f: _corrected(reference.update_attn_mask_offsets_corrected, f)
                       for f in CORRECTED}}
 
 
@@ -207,12 +211,9 @@ def _set_cell(s, name, i, v):
 
 
 def _set(**values):
-    """Request i's values (those of the form's tensors: the corrected_pr5245
-    form has no mask_rollback)."""
     def setup(s, i):
         for name, v in values.items():
-            if name in s:
-                _set_cell(s, name, i, v)
+            _set_cell(s, name, i, v)
     return setup
 
 
@@ -275,16 +276,40 @@ PREPROCESS_CASES = {
         ("shadow",), _set(), "target_model_seq_lens_decoder", I32_MIN + 2, I32_MIN + 1),
     "shadow prefill's target step - 1 at int64 min": (
         ("shadow",), _set(seq_lens_encoder=2), "target_model_step_idx", I64_MIN + 1, I64_MIN),
-    # The corrected forms re-sync every decode: the base model's lengths less
-    # accept_num, the change added to mask_rollback where the form has it.
-    "a corrected decode's base decoder - accept_num at int32 min": (
-        CORRECTED, _set(mask_rollback=I32_MIN, accept_num=1), "base_model_seq_lens_decoder",
-        I32_MIN + 1, I32_MIN),
-    "a corrected decode's mask_rollback + the change of seq_lens_decoder at int32 max": (
-        tuple(f for f in CORRECTED if f != "corrected_pr5245"),
-        _set(base_model_seq_lens_decoder=39, accept_num=1), "mask_rollback", I32_MAX - 2,
-        I32_MAX - 1),
 }
+
+def _corrected_resync(change):
+    """A corrected decode (every decode re-syncs): accept_num 1, its
+    seq_lens_decoder `change` above the base model's less accept_num, and a
+    mask_rollback (where the form has one) that leaves room for any new
+    seq_lens_decoder."""
+    def setup(s, i):
+        _set_cell(s, "accept_num", i, 1)
+        S = int(s["seq_lens_decoder"].reshape(s["seq_lens_decoder"].shape[0], -1)[i, 0])
+        _set_cell(s, "base_model_seq_lens_decoder", i, S - change + 1)
+        if "mask_rollback" in s:
+            _set_cell(s, "mask_rollback", i, I32_MIN)
+    return setup
+
+
+def _corrected_rollback(change):
+    def setup(s, i):
+        _set_cell(s, "accept_num", i, 1)
+        S = int(s["seq_lens_decoder"].reshape(s["seq_lens_decoder"].shape[0], -1)[i, 0])
+        _set_cell(s, "base_model_seq_lens_decoder", i, S - change + 1)
+    return setup
+
+
+PREPROCESS_CASES.update({
+    # The corrected forms: every running decode takes the base model's
+    # seq_lens_decoder less accept_num (a stopped draft or not), and adds the
+    # change of seq_lens_decoder to mask_rollback where the form has one.
+    "a corrected decode's base decoder - accept_num at int32 min": (
+        CORRECTED, _corrected_resync(0), "base_model_seq_lens_decoder", I32_MIN + 1, I32_MIN),
+    "a corrected decode's mask_rollback + the change at int32 max": (
+        ("corrected_pr5738", "corrected_pr6403"), _corrected_rollback(2), "mask_rollback",
+        I32_MAX - 2, I32_MAX - 1),
+})
 
 PREPROCESS_PARAMS = [(form, case) for case, (fs, *_) in sorted(PREPROCESS_CASES.items())
                      for form in fs]
@@ -363,8 +388,6 @@ def mask_state(form, bsz=3):
     return {n: s[n] for n in FORMS[form]["update_attn_mask_offsets"].input_names}
 
 
-# The forms whose decode is numbered from its mask cursor less its rollback;
-# the shadow and corrected forms number it from seq_lens_decoder.
 CURSOR_FORMS = tuple(f for f in FORMS if f != "shadow" and f not in CORRECTED)
 MASK_CASES = {
     "cursor - rollback at 0": (
@@ -378,7 +401,7 @@ MASK_CASES = {
         tuple(FORMS), _set(seq_lens_encoder=5, decode_states=2), "seq_lens_decoder",
         I32_MAX - 1, I32_MAX),
     "a decode numbered from its KV positions: seq_lens_decoder + tokens at int32 max": (
-        ("shadow",) + CORRECTED, _set(), "seq_lens_decoder", I32_MAX - 1, I32_MAX),
+        ("shadow", *CORRECTED), _set(), "seq_lens_decoder", I32_MAX - 1, I32_MAX),
 }
 MASK_PARAMS = [(form, case) for case, (fs, *_) in sorted(MASK_CASES.items()) for form in fs]
 

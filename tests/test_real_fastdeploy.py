@@ -1,0 +1,165 @@
+"""FastDeploy's own proposer run on the CPU (fastdeploy_mtp.harness.real_fastdeploy).
+
+Needs a FastDeploy source tree in FASTDEPLOY_SRC and its Python dependencies
+(FASTDEPLOY_DEPS, default /tmp/fd_deps; real_fastdeploy.DEPS_PACKAGES lists
+them); skips, with one line saying which, without them. Each run is a child
+process of about 20 s.
+"""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from fastdeploy_mtp.harness import real_fastdeploy as real
+from fastdeploy_mtp.harness import real_fastdeploy_ops as ops
+
+SRC = os.environ.get("FASTDEPLOY_SRC")
+DEPS = os.environ.get(real.DEPS_ENV) or real.DEFAULT_DEPS
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _skip_reason():
+    if not SRC:
+        return "FASTDEPLOY_SRC is not set (a FastDeploy source tree)"
+    try:
+        real.check_tree(SRC)
+    except real.HarnessError as e:
+        return str(e)
+    lacking = real.missing_deps(DEPS)
+    if lacking:
+        return f"FastDeploy's Python dependencies missing from {DEPS}: {', '.join(lacking)}"
+    return None
+
+
+needs_tree = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+
+
+def _run(**kw):
+    kw.setdefault("steps", 24)
+    kw.setdefault("batch", 3)
+    kw.setdefault("mode", "exact")
+    return real.run(SRC, deps=DEPS, **kw)
+
+
+def _registration(op):
+    rel = {"draft_model_preprocess": f"{ops.DRAFT}/draft_model_preprocess.cu",
+           "update_attn_mask_offsets": "custom_ops/gpu_ops/update_attn_mask_offsets.cu"}[op]
+    return ops.registration(pathlib.Path(SRC), rel, op)
+
+
+@needs_tree
+@pytest.mark.parametrize("role,k,chunk,eos", [("mixed", 2, 0, 0.0), ("pd", 2, 0, 0.1),
+                                              ("mixed", 1, 8, 0.0), ("pd", 3, 8, 0.0)])
+def test_our_ops_give_fastdeploys_trace(role, k, chunk, eos):
+    """With the plugin in exact mode (our ops bit-exact copies of FastDeploy's
+    kernels) every forward the draft makes and every buffer after every step
+    is byte-identical to the run with FastDeploy's own kernels (modelled);
+    `eos`: drafts ending early too."""
+    ours = _run(role=role, k=k, chunk=chunk, kernels="ours", draft_eos_prob=eos)
+    theirs = _run(role=role, k=k, chunk=chunk, kernels="fastdeploy", draft_eos_prob=eos)
+    assert ours.forms["preprocess_module"].startswith("fastdeploy_mtp.plugin"), ours.forms
+    assert theirs.forms["preprocess_module"].endswith("real_fastdeploy_ops"), theirs.forms
+    assert ours.tokens > 50 and ours.requests > 2, ours.line()
+    assert ours.forms["draft_model_preprocess"] in ("pr5245", "pr5738", "shadow"), ours.forms
+    assert len(ours.trace) == len(theirs.trace) > 0
+    assert ours.trace == theirs.trace, (ours.line(), theirs.line())
+    assert (ours.tokens, ours.disagreements, ours.violations) == \
+        (theirs.tokens, theirs.disagreements, theirs.violations)
+
+
+@needs_tree
+def test_judge_catches_a_planted_drift():
+    """FastDeploy's mask op with each decode's last mask end one too far: the
+    invariant and the oracle both see it, and the trace differs."""
+    clean = _run(role="mixed", k=2, kernels="fastdeploy")
+    drifted = _run(role="mixed", k=2, kernels="fastdeploy", drift=True)
+    assert drifted.violations["mask"] > 0, drifted.line()
+    assert drifted.disagreements > clean.disagreements, (clean.line(), drifted.line())
+    assert drifted.trace != clean.trace
+
+
+@needs_tree
+def test_chunked_prefill_feeds_the_base_models_guess():
+    """A chunk before a prompt's last puts the base model's sample, not the
+    prompt's next token, at the chunk's last draft position (the known
+    chunked-prefill case): the tokens invariant counts it and the oracle
+    disagrees; without chunks at k=2 a mixed run has none of it."""
+    chunked = _run(role="mixed", k=2, chunk=6)
+    assert chunked.violations["tokens"] > 0, chunked.line()
+    assert chunked.disagreements > 0
+    assert "the base model's token" in chunked.first["tokens"]
+
+
+@needs_tree
+@pytest.mark.parametrize("role,k,chunk,prefix,eos", [
+    ("mixed", 2, 0, 0.0, 0.05), ("pd", 2, 0, 0.0, 0.05), ("mixed", 2, 8, 0.0, 0.0),
+    ("pd", 3, 8, 0.0, 0.0), ("mixed", 2, 0, 0.5, 0.0), ("mixed", 1, 6, 0.0, 0.0)])
+def test_with_the_plugin_fastdeploy_s_own_proposer_is_exact(role, k, chunk, prefix, eos):
+    """FASTDEPLOY_MTP_MODE unset (the corrected mode, the plugin's default):
+    FastDeploy's own proposer at this tree, with early-ending drafts, chunked
+    prefill and prefix-cache starts, computes what the cache-free oracle does
+    and breaks no invariant; the same run with FastDeploy's own kernels does
+    not, where the verdict says its version drifts (the drift this proves
+    fixed)."""
+    ours = _run(role=role, k=k, chunk=chunk, prefix_cache=prefix, draft_eos_prob=eos,
+                mode="", steps=30, batch=4)
+    assert ours.tokens > 50, ours.line()
+    assert ours.disagreements == 0 and sum(ours.violations.values()) == 0, \
+        (ours.line(), ours.first)
+    if chunk:
+        theirs = _run(role=role, k=k, chunk=chunk, prefix_cache=prefix, draft_eos_prob=eos,
+                      kernels="fastdeploy", steps=30, batch=4)
+        assert theirs.disagreements > 0, theirs.line()
+
+
+@needs_tree
+def test_fastdeploys_int_kvcache_scheduler_v1_reaches_the_plugin():
+    """ba915e03e's proposer passes envs.ENABLE_V1_KVCACHE_SCHEDULER, an int,
+    as the bool attribute kvcache_scheduler_v1 (mtp.py line 709 there). Run
+    FastDeploy's proposer with that int handed to the plugin's op as is: the
+    op must take it."""
+    inputs, attrs = _registration("draft_model_preprocess")
+    if len(inputs) != 20:
+        pytest.skip("FastDeploy at this tree passes kvcache_scheduler_v1 as a bool "
+                    "(only the 20-tensor op, ba915e03e, passes the int)")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    code = ("import fastdeploy.envs as e; import sys; "
+            "sys.exit(0 if type(e.ENABLE_V1_KVCACHE_SCHEDULER) is int else 3)")
+    probe = subprocess.run([sys.executable, "-c", code], env=dict(
+        env, PYTHONPATH=os.pathsep.join([SRC, DEPS]), ENABLE_V1_KVCACHE_SCHEDULER="1"),
+        capture_output=True, text=True)
+    assert probe.returncode == 0, "FastDeploy's ENABLE_V1_KVCACHE_SCHEDULER is not an int here"
+    res = _run(role="mixed", k=2, kernels="ours", workaround=False)
+    assert "workaround" not in res.forms
+    assert res.tokens > 0
+
+
+def test_cli_says_in_one_line_what_is_missing(tmp_path):
+    """No tree, not a tree, no dependencies: one line each, exit 2."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("FASTDEPLOY_SRC", None)
+    mod = [sys.executable, "-m", "fastdeploy_mtp.harness.real_fastdeploy"]
+    cases = [
+        ([], "FASTDEPLOY_SRC is not set"),
+        (["--src", str(tmp_path)], "is not a FastDeploy source tree"),
+    ]
+    fake = tmp_path / "fd"
+    (fake / "fastdeploy" / "spec_decode").mkdir(parents=True)
+    (fake / "fastdeploy" / "spec_decode" / "mtp.py").write_text("")
+    (fake / "custom_ops" / "gpu_ops").mkdir(parents=True)
+    empty = tmp_path / "nodeps"
+    empty.mkdir()
+    lacking = real.missing_deps(str(empty))
+    if lacking:
+        cases.append((["--src", str(fake), "--deps", str(empty)],
+                      f"FastDeploy's Python dependencies missing: {lacking[0]}"))
+    for args, text in cases:
+        out = subprocess.run(mod + args, env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2, (args, out.stdout, out.stderr)
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and text in lines[0], (args, out.stderr)
+    with pytest.raises(real.HarnessError, match="not set"):
+        real.run(None) if not os.environ.get("FASTDEPLOY_SRC") else real.check_tree(None)
