@@ -358,11 +358,13 @@ MTP_HD PreprocessRequest read_preprocess_request(const PreprocessTensors& t, int
 
 // Whether the shadow form skips a request: its target model stopped or, off
 // a prefill node, target_model_step_idx + num_model_step reaches its
-// max_dec_len (compared without forming a sum that could leave int64).
+// max_dec_len. The sum saturates at INT64_MAX (a sum past int64 is past any
+// limit) rather than being formed where it would leave int64: a select, not
+// a branch, and no signed overflow on either side of it.
 MTP_HD bool shadow_skips(const PreprocessRequest& r, const PreprocessAttrs& a) {
   const int64_t k = a.num_model_step;
-  const bool near_end = !a.splitwise_prefill &
-                        ((r.base_step_idx > kInt64Max - k) | (r.base_step_idx + k >= r.max_dec_len));
+  const int64_t end = r.base_step_idx > kInt64Max - k ? kInt64Max : r.base_step_idx + k;
+  const bool near_end = !a.splitwise_prefill & (end >= r.max_dec_len);
   return r.base_stop | near_end;
 }
 

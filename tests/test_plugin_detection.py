@@ -212,10 +212,6 @@ NESTED_TYPES = {
 def test_a_documented_signature_with_nested_brackets(brackets, request):
     """Commas inside any bracket belong to a parameter's type: the names are
     read whole, and a form is found by them."""
-    if "{" in brackets:
-        request.applymarker(pytest.mark.xfail(
-            strict=True, reason="detect.documented_parameters counts <, [ and ( as brackets, "
-                                "not {"))
     names = params("pr5245")
     pieces = [f"{n}: {NESTED_TYPES[brackets]}" for n in names[:-4]] + \
         [f"{n}: int" if n == "num_model_step" else f"{n}: bool" for n in names[-4:]]

@@ -274,9 +274,9 @@ def documented_parameters(doc: str) -> Optional[Tuple[str, ...]]:
         return None
     params, depth, piece = [], 0, ""
     for ch in m.group(1):
-        if ch in "<[(":
+        if ch in "<[({":
             depth += 1
-        elif ch in ">])":
+        elif ch in ">])}":
             depth -= 1
         if ch == "," and depth == 0:
             params.append(piece)
