@@ -15,6 +15,7 @@ import pytest
 
 from fastdeploy_mtp.harness import real_fastdeploy as real
 from fastdeploy_mtp.harness import real_fastdeploy_ops as ops
+from helpers import child_env
 
 SRC = os.environ.get("FASTDEPLOY_SRC")
 DEPS = os.environ.get(real.DEPS_ENV) or real.DEFAULT_DEPS
@@ -125,12 +126,11 @@ def test_fastdeploys_int_kvcache_scheduler_v1_reaches_the_plugin():
     if len(inputs) != 20:
         pytest.skip("FastDeploy at this tree passes kvcache_scheduler_v1 as a bool "
                     "(only the 20-tensor op, ba915e03e, passes the int)")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
     code = ("import fastdeploy.envs as e; import sys; "
             "sys.exit(0 if type(e.ENABLE_V1_KVCACHE_SCHEDULER) is int else 3)")
-    probe = subprocess.run([sys.executable, "-c", code], env=dict(
-        env, PYTHONPATH=os.pathsep.join([SRC, DEPS]), ENABLE_V1_KVCACHE_SCHEDULER="1"),
-        capture_output=True, text=True)
+    probe = subprocess.run([sys.executable, "-c", code],
+                           env=child_env(SRC, DEPS, ENABLE_V1_KVCACHE_SCHEDULER="1"),
+                           capture_output=True, text=True)
     assert probe.returncode == 0, "FastDeploy's ENABLE_V1_KVCACHE_SCHEDULER is not an int here"
     res = _run(role="mixed", k=2, kernels="ours", workaround=False)
     assert "workaround" not in res.forms
@@ -139,8 +139,7 @@ def test_fastdeploys_int_kvcache_scheduler_v1_reaches_the_plugin():
 
 def test_cli_says_in_one_line_what_is_missing(tmp_path):
     """No tree, not a tree, no dependencies: one line each, exit 2."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env.pop("FASTDEPLOY_SRC", None)
+    env = child_env(FASTDEPLOY_SRC=None)
     mod = [sys.executable, "-m", "fastdeploy_mtp.harness.real_fastdeploy"]
     cases = [
         ([], "FASTDEPLOY_SRC is not set"),
