@@ -56,8 +56,9 @@ def _fd_plugins(value: Optional[str]) -> Finding:
     """FD_PLUGINS as FastDeploy reads it: split at commas, entry-point names
     compared as they are (fastdeploy/plugins/utils.py line 50 at c29e86fc9)."""
     if value is None:
-        return Finding("fail", "FD_PLUGINS", "FD_PLUGINS is not set: FastDeploy loads no "
-                       f"plugin; set FD_PLUGINS={ENTRY_POINT}")
+        return Finding("fail", "FD_PLUGINS", (
+            "FD_PLUGINS is not set: FastDeploy from 9018ccf74 on loads no plugin (up to "
+            f"ba915e03e it loads every one installed); set FD_PLUGINS={ENTRY_POINT}"))
     names = value.split(",")
     if ENTRY_POINT in names:
         return Finding("ok", "FD_PLUGINS", f"FD_PLUGINS={value!r} names {ENTRY_POINT}")

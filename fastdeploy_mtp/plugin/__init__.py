@@ -11,7 +11,9 @@ unless a line says otherwise):
   flag, lines 20 and 27-29), and an exception it raises is not caught there.
 - ``fastdeploy/plugins/utils.py`` lines 23-58: the entry points of the group
   come from ``importlib.metadata.entry_points(group=...)`` (line 33); with
-  ``FD_PLUGINS`` unset none is loaded (lines 42-46); otherwise those whose
+  ``FD_PLUGINS`` unset none is loaded (lines 42-46; up to ba915e03e, every
+  one of the group is, lines 42-50 there, so that an installed plugin runs
+  there unasked); otherwise those whose
   entry-point *name* is in the list are (line 50): ``FD_PLUGINS`` is split at
   commas, with no trimming (``fastdeploy/envs.py`` line 114 at c29e86fc9, line
   88 at 9018ccf74). An exception while importing the target is logged and the
