@@ -552,9 +552,10 @@ def cached_build(key: str, name: str, what: str, build: Callable[[Path], Module]
             stale = root / f"{key}.stale-{os.getpid()}"
             os.rename(final, stale)  # out of every other process's sight at once
             _remove(stale)
-        partial.mkdir()
         t0 = time.time()
         try:
+            # Made inside the try: an interrupt right after it still removes it.
+            partial.mkdir()
             module = build(partial)
             lib = partial / name / f"{name}.so"
             if not lib.is_file() or lib.stat().st_size == 0:
