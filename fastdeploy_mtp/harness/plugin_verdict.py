@@ -13,12 +13,9 @@ runs rows of it again.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-import time
 from typing import Dict
 
-from .verdict import WORKLOAD, violations_cell
+from .verdict import WORKLOAD, counts, print_table, row_arguments, violations_cell
 
 # The FastDeploy versions the plugin stands behind, by the form of their ops,
 # and the commit each form's runner is read at.
@@ -39,15 +36,10 @@ HEADER = ("| " + " | ".join(COLUMNS) + " |\n"
 
 def run(form: str, role: str, k: int, prefill: str, plugin: bool):
     """One replay (simulate.run's tally)."""
-    from . import simulate, simulate_cli
+    from . import simulate
 
-    p = argparse.ArgumentParser()
-    simulate_cli.add_arguments(p)
-    a = p.parse_args([])
-    for name, value in dict(WORKLOAD, form=form, mode=role, num_model_steps=k, plugin=plugin,
-                            **PREFILLS[prefill]).items():
-        setattr(a, name, value)
-    return simulate.run(a, legacy=False, print_rows=False)
+    return simulate.run(row_arguments(form, role, k, plugin=plugin, **PREFILLS[prefill]),
+                        legacy=False, print_rows=False)
 
 
 def result(form: str, role: str, k: int, prefill: str) -> dict:
@@ -56,12 +48,7 @@ def result(form: str, role: str, k: int, prefill: str) -> dict:
     out = {"fastdeploy": VERSIONS[form], "form": form, "role": role, "k": k,
            "prefill": prefill}
     for name, plugin in (("shipped", False), ("with_plugin", True)):
-        t = run(form, role, k, prefill, plugin)
-        out[name] = {"draft_tokens_checked": t.model.tokens,
-                     "disagreements": t.model.disagreements,
-                     "mask_violations": t.mask_violations,
-                     "alignment_violations": t.align_violations,
-                     "fastdeploy_writes_outside": t.outside.total}
+        out[name] = counts(run(form, role, k, prefill, plugin))
     return out
 
 
@@ -86,24 +73,8 @@ def main(args) -> int:
     stderr a line per row as it ends, with the time it took."""
     runs = [(f, r, k, p) for f in args.form for r in args.role for k in args.k
             for p in args.prefill]
-    if not args.json:
-        print(HEADER, flush=True)
-    results = []
-    started = time.monotonic()
-    for n, (form, role, k, prefill) in enumerate(runs, 1):
-        t0 = time.monotonic()
-        r = result(form, role, k, prefill)
-        results.append(r)
-        print(f"verdict: row {n}/{len(runs)} ({form}, {role}, k {k}, {prefill}) took "
-              f"{time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
-        if not args.json:
-            print(table_row(r), flush=True)
-    if args.json:
-        print(json.dumps({"command": "verdict --plugin", "workload": dict(WORKLOAD),
-                          "rows": results}, indent=2))
-    print(f"verdict: {len(runs)} rows in {time.monotonic() - started:.0f} s", file=sys.stderr,
-          flush=True)
-    return 0
+    return print_table(runs, result, HEADER, table_row, lambda run: f"{run[0]}, {run[1]}, k {run[2]}, {run[3]}",
+                       args.json, {"command": "verdict --plugin", "workload": dict(WORKLOAD)})
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -41,28 +41,57 @@ def violations_cell(mask: int, alignment: int) -> str:
     return f"{mask + alignment} ({', '.join(kinds)})"
 
 
-def _arguments(form: str, role: str, k: int, chunk: int = 0) -> argparse.Namespace:
-    """simulate's arguments for one row."""
+def row_arguments(form: str, role: str, k: int, **more) -> argparse.Namespace:
+    """simulate's arguments for one row (`more`: other options of simulate's,
+    by their names: chunk, prefix_cache, plugin)."""
     from . import simulate_cli
 
     p = argparse.ArgumentParser()
     simulate_cli.add_arguments(p)
     a = p.parse_args([])
-    for name, value in dict(WORKLOAD, form=form, mode=role, num_model_steps=k,
-                            chunk=chunk).items():
+    for name, value in dict(WORKLOAD, form=form, mode=role, num_model_steps=k, **more).items():
         setattr(a, name, value)
     return a
+
+
+def counts(t) -> dict:
+    """A run's tally (simulate.run's) by name, as the rows of --json give it."""
+    return {"draft_tokens_checked": t.model.tokens, "disagreements": t.model.disagreements,
+            "mask_violations": t.mask_violations, "alignment_violations": t.align_violations,
+            "fastdeploy_writes_outside": t.outside.total}
+
+
+def print_table(runs, result, header: str, table_row, label, as_json: bool,
+                document: dict) -> int:
+    """Each of `runs` through `result` (a row's counts), printed as
+    `table_row` makes it under `header`, or, `as_json`, every result in the
+    JSON `document` (its "rows"); on stderr a line per row as it ends, with
+    its time (`label(run)` names it), then the whole time."""
+    if not as_json:
+        print(header, flush=True)
+    results = []
+    started = time.monotonic()
+    for n, run in enumerate(runs, 1):
+        t0 = time.monotonic()
+        r = result(*run)
+        results.append(r)
+        print(f"verdict: row {n}/{len(runs)} ({label(run)}) took "
+              f"{time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
+        if not as_json:
+            print(table_row(r), flush=True)
+    if as_json:
+        print(json.dumps(dict(document, rows=results), indent=2))
+    print(f"verdict: {len(runs)} rows in {time.monotonic() - started:.0f} s", file=sys.stderr,
+          flush=True)
+    return 0
 
 
 def result(form: str, role: str, k: int, chunk: int = 0) -> dict:
     """One row's run: its counts, by name (as `verdict --json` prints them)."""
     from . import simulate
 
-    t = simulate.run(_arguments(form, role, k, chunk), legacy=False, print_rows=False)
-    return {"form": form, "role": role, "k": k, "chunk": chunk,
-            "draft_tokens_checked": t.model.tokens, "disagreements": t.model.disagreements,
-            "mask_violations": t.mask_violations, "alignment_violations": t.align_violations,
-            "fastdeploy_writes_outside": t.outside.total}
+    t = simulate.run(row_arguments(form, role, k, chunk=chunk), legacy=False, print_rows=False)
+    return {"form": form, "role": role, "k": k, "chunk": chunk, **counts(t)}
 
 
 def table_row(r: dict) -> str:
@@ -96,28 +125,14 @@ def main(args) -> int:
                   f"{'--form ' + ' '.join(others) if others else '--chunk'}", file=sys.stderr)
             return 2
         return plugin_verdict.main(args)
-    runs = [(form, role, k) for form in args.form for role in args.role for k in args.k]
-    if not args.json:
-        print(CHUNKED_HEADER if args.chunk else HEADER, flush=True)
-    results = []
-    started = time.monotonic()
-    for n, (form, role, k) in enumerate(runs, 1):
-        t0 = time.monotonic()
-        r = result(form, role, k, args.chunk)
-        results.append(r)
-        print(f"verdict: row {n}/{len(runs)} ({form}, {role}, k {k}) took "
-              f"{time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
-        if not args.json:
-            print(table_row(r), flush=True)
-    if args.json:
-        a = _arguments("rollback", "mixed", 1, args.chunk)
-        workload = {name: getattr(a, name) for name in ("steps", "batch", "seed", "runner",
-                                                         "draft_model", "image_prob", "chunk")}
-        print(json.dumps({"command": "verdict", "workload": workload, "rows": results},
-                         indent=2))
-    print(f"verdict: {len(runs)} rows in {time.monotonic() - started:.0f} s", file=sys.stderr,
-          flush=True)
-    return 0
+    runs = [(form, role, k, args.chunk) for form in args.form for role in args.role
+            for k in args.k]
+    a = row_arguments("rollback", "mixed", 1, chunk=args.chunk)
+    workload = {name: getattr(a, name) for name in ("steps", "batch", "seed", "runner",
+                                                     "draft_model", "image_prob", "chunk")}
+    return print_table(runs, result, CHUNKED_HEADER if args.chunk else HEADER, table_row,
+                       lambda run: f"{run[0]}, {run[1]}, k {run[2]}", args.json,
+                       {"command": "verdict", "workload": workload})
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
