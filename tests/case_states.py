@@ -51,8 +51,14 @@ def recompute_decode_state(k=3, bsz=2):
     """A 22-tensor form's state (states.recompute_state) of `bsz` running
     decode requests with room to roll back: 40 KV positions, step 30, one
     token accepted, the base model at step 5, nothing pending."""
-    s = states.recompute_state(np.random.default_rng(3), bsz, num_model_step=k)
-    for i in range(bsz):
+    return running_decodes(states.recompute_state(np.random.default_rng(3), bsz,
+                                                  num_model_step=k))
+
+
+def running_decodes(s):
+    """Every request of a rollback-family state (21 or 22 tensors) a running
+    decode, as recompute_decode_state says; in place, and returned."""
+    for i in range(s["seq_lens_this_time"].shape[0]):
         s["seq_lens_encoder"][i] = 0
         s["stop_flags"][i] = False
         s["batch_drop"][i] = False
@@ -64,6 +70,36 @@ def recompute_decode_state(k=3, bsz=2):
         s["seq_lens_decoder"][i] = 40
         s["step_idx"][i] = 30
         s["mask_rollback"][i] = 0
+    return s
+
+
+def one_token_decodes(bsz=4, rollback=2):
+    """A mask state (states.mask_state's) of `bsz` decode requests of one
+    token each: 30 KV positions, the cursor at 40, `rollback` pending."""
+    s = states.mask_state(np.random.default_rng(5), bsz)
+    s["is_block_step"][:] = False
+    s["seq_lens_encoder"][:] = 0
+    s["seq_lens_decoder"][:] = 30
+    s["seq_lens_this_time"][:] = 1
+    s["cu_seqlens_q"] = np.arange(bsz + 1, dtype=np.int32)
+    s["ids_remove_padding"] = np.zeros(bsz, np.int64)
+    s["attn_mask_offsets_decoder"][:] = 40
+    s["mask_rollback"][:] = rollback
+    return s
+
+
+def shadow_decode_state(k=3, bsz=2):
+    """The shadow form's state of `bsz` running decode requests, far from
+    their length limit: two tokens accepted, the target model at step 6 and
+    40 KV positions."""
+    s = states.shadow_state(np.random.default_rng(5), bsz, num_model_step=k)
+    for i in range(bsz):
+        s["seq_lens_encoder"][i] = 0
+        s["target_model_stop_flags"][i] = False
+        s["accept_num"][i] = 2
+        s["target_model_step_idx"][i] = 6
+        s["target_model_seq_lens_decoder"][i] = 40
+        s["max_dec_len"][i] = 1000
     return s
 
 

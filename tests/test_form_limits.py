@@ -20,7 +20,6 @@ is shown to sit on the bound it names.
 from __future__ import annotations
 
 import contextlib
-from functools import partial
 
 import numpy as np
 import pytest
@@ -29,7 +28,8 @@ from fastdeploy_mtp import forms, ops, reference, reference_fastdeploy
 from fastdeploy_mtp.harness import states
 from fastdeploy_mtp.signature import FORMS
 import guarded
-from case_states import recompute_decode_state
+from case_states import one_token_decodes, recompute_decode_state, running_decodes
+from case_states import shadow_decode_state as case_shadow_decode_state
 from fastdeploy_forms import FASTDEPLOY_MODELS
 from helpers import WITH_GUARDED, GUARDED, preprocess_attrs, to_numpy, to_tensors
 
@@ -74,30 +74,13 @@ def _ours(form, s):
 
 def rollback_decode_state(bsz=3):
     """The rollback form's running decodes, one token accepted, room to roll back."""
-    s = states.preprocess_state(np.random.default_rng(7), bsz, num_model_step=K)
-    for i in range(bsz):
-        s["base_model_stop_flags"][i] = s["base_model_is_block_step"][i] = False
-        s["batch_drop"][i] = s["stop_flags"][i] = s["is_block_step"][i] = False
-        s["seq_lens_encoder"][i] = 0
-        s["seq_lens_decoder"][i] = 40
-        s["step_idx"][i] = 30
-        s["accept_num"][i] = 1
-        s["base_model_step_idx"][i] = 5
-        s["mask_rollback"][i] = 0
-    return s
+    return running_decodes(states.preprocess_state(np.random.default_rng(7), bsz,
+                                                   num_model_step=K))
 
 
 def shadow_decode_state(bsz=3):
     """The shadow form's running decodes, far from their length limit."""
-    s = states.shadow_state(np.random.default_rng(5), bsz, num_model_step=K)
-    for i in range(bsz):
-        s["seq_lens_encoder"][i] = 0
-        s["target_model_stop_flags"][i] = False
-        s["accept_num"][i] = 2
-        s["target_model_step_idx"][i] = 6
-        s["target_model_seq_lens_decoder"][i] = 40
-        s["max_dec_len"][i] = 1000
-    return s
+    return case_shadow_decode_state(K, bsz)
 
 
 def decode_state(form):
@@ -368,15 +351,7 @@ def test_shadow_length_limit_at_the_int64_ends(request, device, max_dec_len, ste
 
 def mask_state(form, bsz=3):
     """Every request a decode of one token."""
-    s = states.mask_state(np.random.default_rng(5), bsz)
-    s["is_block_step"][:] = False
-    s["seq_lens_encoder"][:] = 0
-    s["seq_lens_decoder"][:] = 30
-    s["seq_lens_this_time"][:] = 1
-    s["cu_seqlens_q"] = np.arange(bsz + 1, dtype=np.int32)
-    s["ids_remove_padding"] = np.zeros(bsz, np.int64)
-    s["attn_mask_offsets_decoder"][:] = 40
-    s["mask_rollback"][:] = 0
+    s = one_token_decodes(bsz, rollback=0)
     return {n: s[n] for n in FORMS[form]["update_attn_mask_offsets"].input_names}
 
 

@@ -12,7 +12,7 @@ from fastdeploy_mtp.registration import differences, read_registered
 from fastdeploy_mtp.signature import FORMS
 import guarded
 from helpers import DEVICES, assert_states_equal, to_numpy, to_tensors
-from case_states import decode_states_case
+from case_states import decode_states_case, shadow_decode_state
 from raw_op import (assert_raw_alias_refused, assert_raw_refused, call_raw, raw_refusal_cases,
                     same_kind_pairs)
 
@@ -39,15 +39,9 @@ def run_ref(state, k, splitwise=False):
 
 def decode_state(k=3, bsz=2):
     """`bsz` running decode requests, far from their length limit."""
-    s = states.shadow_state(np.random.default_rng(5), bsz, num_model_step=k)
+    s = shadow_decode_state(k, bsz)
     s["input_ids"] = np.arange(bsz * 12, dtype=np.int64).reshape(bsz, 12)
     for i in range(bsz):
-        s["seq_lens_encoder"][i] = 0
-        s["target_model_stop_flags"][i] = False
-        s["accept_num"][i] = 2
-        s["target_model_step_idx"][i] = 6
-        s["target_model_seq_lens_decoder"][i] = 40
-        s["max_dec_len"][i] = 1000
         s["seq_lens_decoder"][i] = 17  # the draft's own: not read
         s["step_idx"][i] = 3
     return s

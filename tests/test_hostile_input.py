@@ -19,6 +19,7 @@ from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OF
 from helpers import (DEVICES, WITH_GUARDED, assert_unchanged, call_op, preprocess_attrs, to_numpy,
                      to_tensors)
 from bad_states import outcome_mismatch
+from case_states import one_token_decodes
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
@@ -168,16 +169,7 @@ def test_first_token_at_int32_max_is_refused(device):
 
 def mask_batch(bsz=4):
     """Every request a decode request with one token."""
-    s = states.mask_state(np.random.default_rng(5), bsz)
-    s["is_block_step"][:] = False
-    s["seq_lens_encoder"][:] = 0
-    s["seq_lens_decoder"][:] = 30
-    s["seq_lens_this_time"][:] = 1
-    s["cu_seqlens_q"] = np.arange(bsz + 1, dtype=np.int32)
-    s["ids_remove_padding"] = np.zeros(bsz, np.int64)
-    s["attn_mask_offsets_decoder"][:] = 40
-    s["mask_rollback"][:] = 2
-    return s
+    return one_token_decodes(bsz)
 
 
 def prompt_request(s, i, n=1):
