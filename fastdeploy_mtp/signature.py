@@ -311,6 +311,13 @@ DRAFT_MODEL_PREPROCESS_PR5245 = replace(
         "told of either.",
 )
 
+def _unread(inputs: Tuple[TensorArg, ...], **docs: str) -> Tuple[TensorArg, ...]:
+    """`inputs`, the tensors `docs` names passed and never read or written
+    (access U, no view), each with its words."""
+    return tuple(replace(t, access=U, view=View(), doc=docs[t.name]) if t.name in docs else t
+                 for t in inputs)
+
+
 # FastDeploy's XPU op at develop (c29e86fc9,
 # custom_ops/xpu_ops/src/ops/mtp/draft_model_preprocess.cc lines 107-159): the
 # 22-tensor registration, with PR #5245's rules
@@ -319,10 +326,9 @@ DRAFT_MODEL_PREPROCESS_PR5245 = replace(
 # recompute_token_num.
 DRAFT_MODEL_PREPROCESS_XPU = replace(
     DRAFT_MODEL_PREPROCESS_RECOMPUTE,
-    inputs=tuple(
-        replace(t, access=U, view=View(), doc="[N] passed, never read or written")
-        if t.name in ("mask_rollback", "recompute_token_num") else t
-        for t in DRAFT_MODEL_PREPROCESS_RECOMPUTE.inputs),
+    inputs=_unread(DRAFT_MODEL_PREPROCESS_RECOMPUTE.inputs,
+                   mask_rollback="[N] passed, never read or written",
+                   recompute_token_num="[N] passed, never read or written"),
     undeclared=("is_block_step", "base_model_draft_tokens"),
     doc="Prepare the draft model's state at the start of an engine step, in place, as "
         "FastDeploy's XPU op at develop does (c29e86fc9): the 22-tensor registration with "
@@ -404,12 +410,9 @@ DRAFT_MODEL_PREPROCESS_CORRECTED_PR5245 = replace(
 
 DRAFT_MODEL_PREPROCESS_CORRECTED_PR5738 = replace(
     DRAFT_MODEL_PREPROCESS_RECOMPUTE,
-    inputs=tuple(
-        replace(t, access=U, view=View(), doc="[N] passed, never read or written")
-        if t.name == "recompute_token_num" else
-        replace(t, access=U, view=View(), doc="[N] base model (not read)")
-        if t.name == "base_model_seq_lens_this_time" else t
-        for t in DRAFT_MODEL_PREPROCESS_RECOMPUTE.inputs),
+    inputs=_unread(DRAFT_MODEL_PREPROCESS_RECOMPUTE.inputs,
+                   recompute_token_num="[N] passed, never read or written",
+                   base_model_seq_lens_this_time="[N] base model (not read)"),
     undeclared=("is_block_step", "mask_rollback", "base_model_draft_tokens"),
     doc="Prepare the draft model's state at the start of an engine step, in place, with "
         "FastDeploy's 22-tensor registration (9018ccf74) and the corrected rules: a running "
