@@ -24,6 +24,24 @@ from fastdeploy_mtp.signature import DRAFT_MODEL_PREPROCESS, UPDATE_ATTN_MASK_OF
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+# A sitecustomize.py that makes `import paddle` fail as it does where Paddle is
+# not installed, in every process that starts with its folder on its path.
+NO_PADDLE = """\
+import importlib.abc
+import sys
+
+
+class NoPaddle(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "paddle" or name.startswith("paddle."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, NoPaddle())
+"""
+
+
 def child_env(*front: str, **variables: str) -> dict:
     """The environment of a child process that imports this checkout's
     fastdeploy_mtp: the folders `front`, then the checkout, first on

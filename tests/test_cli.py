@@ -17,7 +17,7 @@ import sys
 import textwrap
 
 import pytest
-from helpers import child_env
+from helpers import NO_PADDLE, child_env
 
 import fastdeploy_mtp
 from fastdeploy_mtp import __main__ as cli
@@ -144,23 +144,6 @@ def _one_line(err: str, start: str) -> None:
     assert "Traceback" not in err, err
     assert err.count("\n") == 1 and err.startswith(start), err
 
-
-# Makes `import paddle` fail as it does where Paddle is not installed, in every
-# process that starts with this folder on its path (check's children too).
-NO_PADDLE = """\
-import importlib.abc
-import sys
-
-
-class NoPaddle(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name == "paddle" or name.startswith("paddle."):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-
-sys.meta_path.insert(0, NoPaddle())
-"""
 
 
 @pytest.mark.parametrize("argv", [

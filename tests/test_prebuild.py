@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import CHECKOUT, child_env
+from helpers import CHECKOUT, NO_PADDLE, child_env
 
 from fastdeploy_mtp import __main__ as cli
 from fastdeploy_mtp import _build
@@ -150,22 +150,6 @@ def test_ctrl_c_at_any_moment_of_a_build_is_one_line(tmp_path, after_s):
     left = sorted(p.name for p in cache.iterdir())
     assert len(left) == 1 and left[0].endswith(".lock"), left
 
-
-# Makes `import paddle` fail as it does where Paddle is not installed.
-NO_PADDLE = """\
-import importlib.abc
-import sys
-
-
-class NoPaddle(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name == "paddle" or name.startswith("paddle."):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-
-sys.meta_path.insert(0, NoPaddle())
-"""
 
 API_CALLS = {
     "wrapper": "ops.draft_model_preprocess(*[None] * 21, 1, True, False, True)",
