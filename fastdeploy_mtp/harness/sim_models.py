@@ -90,13 +90,17 @@ class ScriptedBase:
         bad = np.nonzero(row == -1)[0]
         return int(bad[0]) if bad.size else row.shape[0]
 
-    def _accept(self, i: int, a: int, fed: int) -> None:
+    def _accept(self, i: int, a: int, fed: int, own: bool = True) -> None:
+        """Accept a tokens: a - 1 drafts and a token of the base's own, or
+        (not `own`) a drafts, the last an end token."""
         a_ = self.a
         a_["accept_num"][i] = a
         a_["accept_tokens"][i] = 0
-        drafts = a_["draft_tokens"][i, 1:a]
-        a_["accept_tokens"][i, : a - 1] = drafts
-        a_["accept_tokens"][i, a - 1] = self.rng.integers(3, VOCAB)
+        if own:
+            a_["accept_tokens"][i, : a - 1] = a_["draft_tokens"][i, 1:a]
+            a_["accept_tokens"][i, a - 1] = self.rng.integers(3, VOCAB)
+        else:
+            a_["accept_tokens"][i, :a] = a_["draft_tokens"][i, 1:a + 1]
         self.slots[i].generated += a_["accept_tokens"][i, :a].tolist()
         a_["seq_lens_decoder"][i] += a
         a_["step_idx"][i] += a
@@ -162,9 +166,18 @@ class ScriptedBase:
                 counts["blocked"] += 1
                 continue
             drafts = self._valid_drafts(i)
-            self._accept(i, int(rng.integers(1, drafts + 2)), drafts + 1)
+            take = int(rng.integers(1, drafts + 2))
+            # An accepted end token ends the request there, the base sampling
+            # nothing after it (speculate_verify.cu 9018ccf74:127-135 and
+            # 144-152). Only FastDeploy's draft update leaves an end token among
+            # the drafts (sim_models._fastdeploy_update).
+            ends = np.nonzero(a_["draft_tokens"][i, 1:take] == EOS)[0]
+            if ends.size:
+                self._accept(i, int(ends[0]) + 1, drafts + 1, own=False)
+            else:
+                self._accept(i, take, drafts + 1)
             counts["verified"] += 1
-            if (a_["step_idx"][i] + s.decoded >= self.max_dec_len
+            if (ends.size or a_["step_idx"][i] + s.decoded >= self.max_dec_len
                     or rng.random() < self.finish_prob):
                 a_["stop_flags"][i] = True  # finished: the slot is re-used later
                 s.finished = True
