@@ -338,6 +338,35 @@ def test_the_outside_count_of_the_draft_update():
     assert "pre_ids[0, -2]" in t.first
 
 
+@pytest.mark.parametrize("kernel", ["ends", "shadow"])
+def test_fastdeploys_draft_update_end_token(kernel):
+    """A decode's draft samples the end token. Up to 2178f2829 FastDeploy's
+    draft_model_update keeps it in draft_tokens[0] and the base model's
+    column (draft_model_update.cu 9018ccf74:59-66) and stops the draft
+    (83-86); at 7a6c28781 nothing stops it (56-85). Slot 1 is stopped
+    already: -1 in both rows (9018ccf74:94-97, 7a6c28781:81-84)."""
+    p = proposer(batch=2)
+    set_state(p, seq_lens_this_time=[1, 0], seq_lens_encoder=[0, 0],
+              seq_lens_decoder=[5, 5], step_idx=[3, 3], stop_flags=[False, True])
+    sim_models.draft_substep_update(p, 0, np.random.default_rng(0), 0.0, 1000,
+                                    {0: sim_models.EOS}, None, kernel)
+    base = p.base["draft_tokens"].numpy()
+    assert base[0, 1] == sim_models.EOS and base[1, 1] == -1
+    draft = p.state["draft_tokens"].numpy()
+    assert draft[0, 0] == sim_models.EOS and draft[1, 0] == -1
+    stop = p.state["stop_flags"].numpy().reshape(-1)
+    assert bool(stop[0]) == (kernel == "ends")
+    assert p.state["seq_lens_this_time"].numpy().reshape(-1).tolist() == \
+        ([0, 0] if kernel == "ends" else [1, 0])
+    assert p.state["step_idx"].numpy().reshape(-1)[0] == 4
+
+
+def test_the_form_picks_fastdeploys_draft_update():
+    assert sim_fastdeploy.draft_update_kernel("pr5738") == "ends"
+    assert sim_fastdeploy.draft_update_kernel("shadow") == "shadow"
+    assert sim_fastdeploy.draft_update_kernel("xpu") is None
+
+
 # ---------------------------------------------------------------------------
 # In the loop
 

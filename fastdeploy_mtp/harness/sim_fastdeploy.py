@@ -468,3 +468,22 @@ def mask_offsets(proposer, form: str, ids_remove_padding, cu_seqlens_q):
     names = FORMS[form]["update_attn_mask_offsets"].input_names
     return forms.load(form).update_attn_mask_offsets(
         *(given[n] if n in given else proposer.state[n] for n in names))
+
+
+# FastDeploy's draft_model_update for each form's runner
+# (sim_models._fastdeploy_update): the end-token rules of ba915e03e to
+# 2178f2829 for their forms, for their corrected forms (the plugin replaces
+# the preprocess and mask ops, not the draft update), and for the rollback and
+# recompute forms (which run with 9018ccf74's runner); 7a6c28781's for the
+# shadow form. The xpu form keeps the simulator's own update (the XPU kernel
+# is not modelled here).
+DRAFT_UPDATE_KERNEL = {**{f: "ends" for f in ("pr5245", "pr5738", "pr6403", "corrected_pr5245",
+                                              "corrected_pr5738", "corrected_pr6403",
+                                              "rollback", "recompute")},
+                       "shadow": "shadow"}
+
+
+def draft_update_kernel(form: str):
+    """The draft_model_update rules FastDeploy's runner of `form` applies,
+    or None where the simulator's own apply."""
+    return DRAFT_UPDATE_KERNEL.get(form)

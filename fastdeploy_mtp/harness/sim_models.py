@@ -90,13 +90,17 @@ class ScriptedBase:
         bad = np.nonzero(row == -1)[0]
         return int(bad[0]) if bad.size else row.shape[0]
 
-    def _accept(self, i: int, a: int, fed: int) -> None:
+    def _accept(self, i: int, a: int, fed: int, own: bool = True) -> None:
+        """Accept a tokens: a - 1 drafts and a token of the base's own, or
+        (not `own`) a drafts, the last an end token."""
         a_ = self.a
         a_["accept_num"][i] = a
         a_["accept_tokens"][i] = 0
-        drafts = a_["draft_tokens"][i, 1:a]
-        a_["accept_tokens"][i, : a - 1] = drafts
-        a_["accept_tokens"][i, a - 1] = self.rng.integers(3, VOCAB)
+        if own:
+            a_["accept_tokens"][i, : a - 1] = a_["draft_tokens"][i, 1:a]
+            a_["accept_tokens"][i, a - 1] = self.rng.integers(3, VOCAB)
+        else:
+            a_["accept_tokens"][i, :a] = a_["draft_tokens"][i, 1:a + 1]
         self.slots[i].generated += a_["accept_tokens"][i, :a].tolist()
         a_["seq_lens_decoder"][i] += a
         a_["step_idx"][i] += a
@@ -162,9 +166,18 @@ class ScriptedBase:
                 counts["blocked"] += 1
                 continue
             drafts = self._valid_drafts(i)
-            self._accept(i, int(rng.integers(1, drafts + 2)), drafts + 1)
+            take = int(rng.integers(1, drafts + 2))
+            # An accepted end token ends the request there, the base sampling
+            # nothing after it (speculate_verify.cu 9018ccf74:127-135 and
+            # 144-152). Only FastDeploy's draft update leaves an end token among
+            # the drafts (sim_models._fastdeploy_update).
+            ends = np.nonzero(a_["draft_tokens"][i, 1:take] == EOS)[0]
+            if ends.size:
+                self._accept(i, int(ends[0]) + 1, drafts + 1, own=False)
+            else:
+                self._accept(i, take, drafts + 1)
             counts["verified"] += 1
-            if (a_["step_idx"][i] + s.decoded >= self.max_dec_len
+            if (ends.size or a_["step_idx"][i] + s.decoded >= self.max_dec_len
                     or rng.random() < self.finish_prob):
                 a_["stop_flags"][i] = True  # finished: the slot is re-used later
                 s.finished = True
@@ -175,12 +188,16 @@ class ScriptedBase:
 
 
 def draft_substep_update(p: MTPProposer, substep: int, rng, eos_prob: float,
-                         max_dec_len: int, chosen=None, outside=None) -> np.ndarray:
+                         max_dec_len: int, chosen=None, outside=None,
+                         kernel: Optional[str] = None) -> np.ndarray:
     """The draft model's sampling and state update after one substep's forward.
 
     `chosen`: {slot: token} from a real draft model (default: random tokens).
     `outside` (sim_fastdeploy.OutsideWrites), if given, counts each
     ``pre_ids[i, step_idx]`` that would land outside its row (not written).
+    `kernel` (sim_fastdeploy.draft_update_kernel): the rules of FastDeploy's
+    own draft_model_update of that version ("ends" or "shadow") instead of
+    this project's proposer's.
     Returns the tokens sampled (one a request; -1 where the request did not run).
     """
     names = ("seq_lens_this_time", "seq_lens_encoder", "seq_lens_decoder", "step_idx",
@@ -193,6 +210,12 @@ def draft_substep_update(p: MTPProposer, substep: int, rng, eos_prob: float,
     toks = sample_tokens(rng, N, eos_prob, chosen)
     col = substep + 1
     prefill_node = p.config.role == "prefill"
+    if kernel is not None:
+        _fastdeploy_update(kernel, s, base_draft, toks, col, max_dec_len, substep, outside)
+        for n in names:
+            _write(p.state[n], s[n])
+        _write(p.base["draft_tokens"], base_draft)
+        return toks
     for i in range(N):
         if stop[i]:
             toks[i] = -1
@@ -229,3 +252,97 @@ def draft_substep_update(p: MTPProposer, substep: int, rng, eos_prob: float,
         _write(p.state[n], s[n])
     _write(p.base["draft_tokens"], base_draft)
     return toks
+
+
+def _fastdeploy_update(kernel: str, s: dict, base_draft: np.ndarray, toks: np.ndarray, col: int,
+                       max_dec_len: int, substep: int, outside) -> None:
+    """FastDeploy's draft_model_update on the numpy state `s`, per request
+    (speculate_decoding/draft_model/draft_model_update.cu):
+
+    - "ends" (ba915e03e, 9018ccf74, 2178f2829; lines 56-106 at 9018ccf74): a
+      decode adds its tokens to seq_lens_decoder and step_idx and writes its
+      sampled token to draft_tokens[0], to the base model's draft_tokens[col]
+      and to pre_ids[step_idx] (lines 59-66); a prefill moves
+      seq_lens_encoder into seq_lens_decoder (lines 69-79). An end token then
+      stops the draft and stays in both rows (lines 83-86: the base model
+      verifies it, draft_model_postprocess counting it); step_idx reaching
+      max_dec_len stops it with the end token written (lines 87-92). The
+      prefill node's one-step stop reads PREFILL_NODE_ONE_STEP_STOP, which the
+      v1 scheduler's path does not set (worker_process.py lines 1005-1006
+      set the _V1 variable). A stopped request writes -1 to both rows (lines
+      94-97).
+    - "shadow" (7a6c28781, lines 56-85): nothing stops the draft; a prefill
+      writes the base model's column only while step_idx < max_dec_len; a
+      decode at step_idx >= max_dec_len - 1 writes -1 there and nothing else.
+    Then seq_lens_this_time is 1 for a running request, else 0 with
+    seq_lens_encoder 0 (lines 99-105)."""
+    n_all, E, S, step, stop = (s["seq_lens_this_time"], s["seq_lens_encoder"],
+                               s["seq_lens_decoder"], s["step_idx"], s["stop_flags"])
+    pre, dt = s["pre_ids"], s["draft_tokens"]
+    width = base_draft.shape[1]
+
+    def put_pre(i, at, tok):
+        if 0 <= at < pre.shape[1]:
+            pre[i, at] = tok
+        elif outside is not None:
+            outside.draft_update += 1
+            outside.note(f"substep {substep}: slot {i}: draft_model_update writes "
+                         f"pre_ids[{i}, {int(at)}], outside its {pre.shape[1]} columns")
+        else:
+            raise IndexError(f"pre_ids[{i}, {int(at)}] outside the row")
+
+    def put_base(i, tok):
+        if col < width:
+            base_draft[i, col] = tok
+
+    for i in range(n_all.shape[0]):
+        n = int(n_all[i])
+        if stop[i]:
+            dt[i, 0] = -1
+            put_base(i, -1)
+            toks[i] = -1
+        else:
+            tok = int(toks[i])
+            if kernel == "ends":
+                if S[i] > 0 and E[i] <= 0:
+                    S[i] += n
+                    step[i] += n
+                    put_pre(i, step[i], tok)
+                else:
+                    S[i] = E[i] + S[i]
+                    E[i] = 0
+                    put_pre(i, 1, tok)
+                    step[i] += 1
+                dt[i, 0] = tok
+                put_base(i, tok)
+                if tok == EOS:
+                    stop[i] = True
+                elif step[i] >= max_dec_len:
+                    stop[i] = True
+                    dt[i, max(n, 1) - 1] = EOS
+                    put_base(i, EOS)
+            elif E[i] > 0:
+                S[i] = E[i] + S[i]
+                E[i] = 0
+                put_pre(i, 1, tok)
+                step[i] += 1
+                dt[i, 0] = tok
+                if step[i] < max_dec_len:
+                    put_base(i, tok)
+            elif S[i] > 0:
+                if step[i] >= max_dec_len - 1:
+                    put_base(i, -1)
+                    toks[i] = -1
+                else:
+                    S[i] += n
+                    dt[i, 0] = tok
+                    put_base(i, tok)
+                    step[i] += n
+                    put_pre(i, step[i], tok)
+            else:
+                toks[i] = -1
+        if stop[i]:
+            n_all[i] = 0
+            E[i] = 0
+        else:
+            n_all[i] = 1

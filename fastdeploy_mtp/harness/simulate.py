@@ -306,8 +306,10 @@ def engine_step(node: Node, step: int, rng, args, tally: Tally) -> dict:
         chosen = None
         if node.runner is not None:
             chosen = node.runner.substep(ids, fed, out, tally.model, here, unchecked=ahead)
+        kernel = (sim_fastdeploy.draft_update_kernel(getattr(args, "form", "rollback"))
+                  if tally.outside is not None else None)
         sampled = draft_substep_update(p, sub, rng, args.draft_eos_prob, args.max_dec_len, chosen,
-                                       tally.outside)
+                                       tally.outside, kernel)
         tally.substeps += 1
     draft_stopped = _read(p.state["stop_flags"])
     counts["stopped"] = sum(1 for i, s in enumerate(base.slots)
