@@ -468,3 +468,46 @@ def test_the_command_line_fails_on_fastdeploy_s_writes_outside_a_row_alone(monke
     assert said["violations"] == 0 and said["disagreements"] is None and said["outside"] > 0
     assert f", {max_dec_len}], outside its {max_dec_len} columns" in out
     assert said["verdict"] == "FAILED: " + OUTSIDE
+
+
+class _Greedy:
+    """An rng for ScriptedBase that accepts every draft and never finishes,
+    blocks or samples an end token on its own."""
+
+    def integers(self, low, high=None):
+        return high - 1 if high is not None else low - 1
+
+    def random(self):
+        return 1.0
+
+
+def test_the_scripted_base_ends_a_request_at_an_accepted_end_token():
+    """FastDeploy's draft update (up to 2178f2829) leaves a draft's end token
+    among the base model's drafts; the base model accepting it ends the
+    request there (speculate_verify.cu 9018ccf74 lines 127-135), with no token
+    of its own after it."""
+    from fastdeploy_mtp.buffers import read, write
+    from fastdeploy_mtp.harness.sim_models import EOS
+
+    p, base = _loop_parts(k=2)
+    base.rng = _Greedy()
+    base.slots[1].new = False
+    drafts = read(base.buffers["draft_tokens"])
+    drafts[1, :3] = [9, EOS, -1]
+    write(base.buffers["draft_tokens"], drafts)
+    counts = base.run()
+    assert counts["finished"] == 1 and base.slots[1].finished
+    assert base.a["stop_flags"][1]
+    assert base.a["accept_num"][1] == 1 and base.a["accept_tokens"][1, 0] == EOS
+    assert base.slots[1].generated[-1] == EOS
+    # Without an end token among the drafts the same base accepts them all
+    # and samples a token of its own after them, the request running on.
+    p, base = _loop_parts(k=2)
+    base.rng = _Greedy()
+    base.slots[1].new = False
+    drafts = read(base.buffers["draft_tokens"])
+    drafts[1, :3] = [9, 40, -1]
+    write(base.buffers["draft_tokens"], drafts)
+    counts = base.run()
+    assert counts["finished"] == 0 and not base.a["stop_flags"][1]
+    assert base.a["accept_num"][1] == 2 and base.a["accept_tokens"][1, 0] == 40

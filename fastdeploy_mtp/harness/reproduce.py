@@ -147,25 +147,43 @@ ROLLBACK_ON_A_DECODE_NODE = Cause(
     "an image span)")
 RECOMPUTE_RESYNC = Cause(
     "0956b09a", PREPROCESS_FILE, "",
-    "a draft that stopped while the base model went on re-syncs seq_lens_decoder = "
-    "base_model_seq_lens_decoder - accept_num, but adds r = min(recompute_token_num, "
-    "max(base_model_seq_lens_this_time - 2, 0)) to mask_rollback, not the change of "
-    "seq_lens_decoder. That commit is on none of FastDeploy's branches and is not in the "
+    "a draft parked by a block step (its seq_lens_decoder zeroed, as 9018ccf74's kernel does "
+    "at lines 252-255) re-syncs on the base model's resume: seq_lens_decoder = "
+    "base_model_seq_lens_decoder - accept_num, but it adds r = min(recompute_token_num, "
+    "max(base_model_seq_lens_this_time - 2, 0)) to mask_rollback, 0 where the resumed base "
+    "model decodes its last token alone, so the mask cursor keeps the k - 1 positions the "
+    "draft ran ahead before it was parked (a draft stopped by an end token re-syncs right: "
+    "FastDeploy's draft update counts that token into base_model_seq_lens_this_time, and r "
+    "is then the change of seq_lens_decoder). That commit is on none of FastDeploy's branches and is not in the "
     "history mirrored here, so no line numbers: the rule as this project restates it is "
     "custom_ops/mtp_bookkeeping.h (plan_preprocess) and docs/contract.md (\"FastDeploy's "
     "recompute form\")")
+# Why a re-sync lands short even at k = 1: FastDeploy's draft_model_update
+# (ba915e03e to 2178f2829) leaves a draft's end token among the base model's
+# draft tokens, which draft_model_postprocess counts into
+# base_model_seq_lens_this_time.
+END_TOKEN_KEPT = ("; the end token the draft stopped on is among the base model's draft tokens "
+                  "(draft_model_update.cu lines 65 and 79, before its end check at lines "
+                  "83-91), so base_model_seq_lens_this_time counts it, and the re-sync lands "
+                  "short of the accepted tokens at every k, k = 1 included")
 PR5738_RESYNC = Cause(
     "9018ccf74", PREPROCESS_FILE, "225-231",
     "a draft that stopped while the base model went on re-syncs seq_lens_decoder = "
     "base_model_seq_lens_decoder - base_model_seq_lens_this_time (step_idx likewise) and "
     "leaves mask_rollback as it was: the mask cursor does not move with the KV positions, "
     "and those are the base model's verified tokens', not the accepted ones' the draft "
-    "feeds again")
+    "feeds again" + END_TOKEN_KEPT)
 PR6403_RESYNC = Cause(
     "9018ccf74", PREPROCESS_FILE, "225-231",
     PR5738_RESYNC.rule + ". 2178f2829 left that file as 9018ccf74 has it; its change is the "
     "mask op's decode_states rule (update_attn_mask_offsets.cu lines 68-75 there), which no "
     "decode's mask offset reads")
+PR5245_RESYNC = Cause(
+    "ba915e03e", PREPROCESS_FILE, "220-224",
+    "a draft that stopped while the base model went on re-syncs seq_lens_decoder = "
+    "base_model_seq_lens_decoder - base_model_seq_lens_this_time (step_idx likewise), and "
+    "the kernel (20 tensors) has no mask_rollback to tell the mask op: the cursor stays "
+    "where it was" + END_TOKEN_KEPT)
 PR5245_ROLLBACK = Cause(
     "ba915e03e", PREPROCESS_FILE, "226-230",
     "a running decode rolls seq_lens_decoder and step_idx back by num_model_step - 1, and "
@@ -194,7 +212,7 @@ class Case:
     """How a drifting row is reproduced: the state (``scenario``), the
     quantity that drifts and its cause."""
 
-    scenario: str  # "running", "resync" or "insert" (_SCENARIOS)
+    scenario: str  # "running", "resync", "resume" or "insert" (_SCENARIOS)
     quantity: str  # INVARIANT, MASK_END or ALIGNMENT
     cause: Cause
 
@@ -206,7 +224,7 @@ def _both(case: Case) -> Dict[str, Case]:
 # Each form's case in each role, for k >= 2; None: that row is exact (EXACT says why).
 CASES: Dict[str, Dict[str, Optional[Case]]] = {
     "rollback": {"mixed": None, "pd": Case("insert", ALIGNMENT, ROLLBACK_ON_A_DECODE_NODE)},
-    "recompute": _both(Case("resync", INVARIANT, RECOMPUTE_RESYNC)),
+    "recompute": _both(Case("resume", MASK_END, RECOMPUTE_RESYNC)),
     "pr5245": {"mixed": Case("running", MASK_END, PR5245_ROLLBACK),
                "pd": Case("insert", MASK_END, PR5245_ON_A_DECODE_NODE)},
     "pr5738": _both(Case("resync", INVARIANT, PR5738_RESYNC)),
@@ -217,8 +235,17 @@ CASES: Dict[str, Dict[str, Optional[Case]]] = {
     **{form: {role: None for role in ROLES}
        for form in ("corrected_pr5245", "corrected_pr5738", "corrected_pr6403")},
 }
-K1 = ("with one draft substep a step (k = 1) nothing is rolled back (k - 1 = 0) and a draft "
-      "that stops re-syncs to the positions it holds: every form's k = 1 row is exact")
+# The k = 1 rows that drift: a re-sync of a draft stopped by an end token,
+# which FastDeploy's draft update of these versions counts into the base
+# model's tokens (END_TOKEN_KEPT).
+K1_CASES: Dict[str, Dict[str, Optional[Case]]] = {
+    "pr5245": _both(Case("resync", INVARIANT, PR5245_RESYNC)),
+    "pr5738": _both(Case("resync", INVARIANT, PR5738_RESYNC)),
+    "pr6403": _both(Case("resync", INVARIANT, PR6403_RESYNC)),
+}
+K1 = ("with one draft substep a step (k = 1) nothing is rolled back (k - 1 = 0), and a draft "
+      "that stops re-syncs to the positions it holds (this form's rule, or the replay's draft "
+      "update, which hands the base model no end token): this k = 1 row is exact")
 EXACT = {
     "rollback": "the rollback form adds every change of seq_lens_decoder to mask_rollback, so "
                 "the mask cursor moves with the KV positions in every branch (docs/contract.md, "
@@ -239,7 +266,7 @@ EXACT = {
 def case_for(form: str, role: str, k: int) -> Optional[Case]:
     """The case that reproduces `form`'s row (`role`, `k`) of the verdict
     table, or None where that row is exact."""
-    return None if k == 1 else CASES[form][role]
+    return K1_CASES.get(form, {}).get(role) if k == 1 else CASES[form][role]
 
 
 def exact_reason(form: str, role: str, k: int) -> str:
@@ -328,6 +355,16 @@ def _verified(tokens: list) -> tuple:
     return (tokens, -1)
 
 
+_KEPT = " (FastDeploy's draft_model_update left the end token among the base model's drafts)"
+
+
+def _end_token_kept(r: Runner) -> bool:
+    """Whether the draft update of the runner `r.form` stands behind leaves a
+    draft's end token among the base model's draft tokens, as the replay
+    applies it (sim_fastdeploy.draft_update_kernel)."""
+    return sim_fastdeploy.draft_update_kernel(r.form) == "ends"
+
+
 def after_prefill_step(r: Runner, ended: bool) -> str:
     """A mixed node: the request after its prefill step (the prompt and the
     first token, then k - 1 one-token substeps), the base model's first
@@ -337,8 +374,9 @@ def after_prefill_step(r: Runner, ended: bool) -> str:
     drafts = [21 + j for j in range(k)]
     if ended:
         drafts[-1] = EOS
-    handed = [FIRST_TOKEN] + (drafts[:-1] if ended else drafts)
-    r.fill(dict(draft_tokens=([-1 if ended else drafts[-1]], -1),
+    kept = ended and _end_token_kept(r)
+    handed = [FIRST_TOKEN] + (drafts[:-1] if ended and not kept else drafts)
+    r.fill(dict(draft_tokens=([-1 if ended and not kept else drafts[-1]], -1),
                 input_ids=(list(PROMPT[1:]) + [FIRST_TOKEN], 0), stop_flags=ended,
                 seq_lens_this_time=0 if ended else 1, seq_lens_encoder=0,
                 seq_lens_decoder=n + k - 1, step_idx=k, is_block_step=False, batch_drop=False,
@@ -352,8 +390,9 @@ def after_prefill_step(r: Runner, ended: bool) -> str:
              f"{FIRST_TOKEN}, then {k} draft substeps (the prompt, then one token each) that "
              f"sampled {drafts}")
     if ended:
-        story += (f", the last the end token {EOS}: the draft stopped; the base model verified "
-                  f"{handed}, accepted 1 token ({ACCEPTED[0]}) and runs on")
+        story += (f", the last the end token {EOS}: the draft stopped{_KEPT if kept else ''}; "
+                  f"the base model verified {handed}, accepted 1 token ({ACCEPTED[0]}) and "
+                  "runs on")
     else:
         story += f"; the base model verified {handed} and accepted 1 token ({ACCEPTED[0]})"
     return story
@@ -367,8 +406,9 @@ def after_first_decode_step(r: Runner) -> str:
     k, n = r.k, len(PROMPT)
     sampled = [41 + j for j in range(k)]
     sampled[-1] = EOS
-    handed = [ACCEPTED[0]] + sampled[:-1]
-    r.fill(dict(draft_tokens=([-1], -1), input_ids=([], 0), stop_flags=True,
+    kept = _end_token_kept(r)
+    handed = [ACCEPTED[0]] + (sampled if kept else sampled[:-1])
+    r.fill(dict(draft_tokens=([EOS if kept else -1], -1), input_ids=([], 0), stop_flags=True,
                 seq_lens_this_time=0, seq_lens_encoder=0, seq_lens_decoder=n + k,
                 step_idx=k + 1, is_block_step=False, batch_drop=False,
                 pre_ids=([-1, ACCEPTED[0]] + sampled, -1), mask_rollback=0,
@@ -380,8 +420,36 @@ def after_first_decode_step(r: Runner) -> str:
     return (f"handed to the decode node with its first token {FIRST_TOKEN} and the prefill "
             f"node's draft token {PREFILL_NODE_DRAFT}, after its first decode step: the base "
             f"model accepted 1 token ({ACCEPTED[0]}), the draft fed it and sampled {sampled}, "
-            f"the last the end token {EOS}: the draft stopped; the base model verified "
-            f"{handed}, accepted 1 token ({ACCEPTED[1]}) and runs on")
+            f"the last the end token {EOS}: the draft stopped{_KEPT if kept else ''}; the base "
+            f"model verified {handed}, accepted 1 token ({ACCEPTED[1]}) and runs on")
+
+
+def after_block_step(r: Runner) -> str:
+    """A request decoding (its base model's second verification done, the
+    draft k - 1 positions ahead of it, as every decode step leaves it), then
+    parked by a block step: the base model blocked, the draft's preprocess
+    stopped it, set its parked flag and zeroed its lengths (FastDeploy
+    9018ccf74, draft_model_preprocess.cu lines 188-190 and 252-255); the base
+    model then resumed and decoded its last token alone."""
+    k, n = r.k, len(PROMPT)
+    D = n + 2  # the base model's KV positions after its second verification
+    r.fill(dict(draft_tokens=([-1], -1), input_ids=([], 0), stop_flags=True,
+                seq_lens_this_time=0, seq_lens_encoder=0, seq_lens_decoder=0, step_idx=0,
+                # The op's is_block_step is the runner's batch_drop buffer
+                # (RunnerCode.swap): the parked flag the op wrote is there.
+                is_block_step=False, batch_drop=True,
+                pre_ids=([FIRST_TOKEN, ACCEPTED[0]], -1), mask_rollback=0,
+                attn_mask_offsets_full=(list(MASK_OFFSETS), 0),
+                attn_mask_offsets_decoder=D + k - 1, decode_states=([], 0)),
+           dict(accept_tokens=([ACCEPTED[1]], 0), accept_num=1, seq_lens_this_time=1,
+                seq_lens_encoder=0, seq_lens_decoder=D + 1, step_idx=3, stop_flags=False,
+                is_block_step=False, draft_tokens=_verified([ACCEPTED[0]])))
+    node = "a decode node" if r.role == "pd" else "a mixed node"
+    return (f"decoding on {node}: the base model's KV positions at {D}, the draft's mask cursor "
+            f"at {D + k - 1} ({k - 1} ahead, its run-ahead substeps); then a block step: the "
+            f"base model blocked and the draft's preprocess parked it (seq_lens_decoder 0, "
+            f"is_block_step); the base model resumed, decoded its last token "
+            f"{ACCEPTED[0]} alone and accepted 1 token ({ACCEPTED[1]})")
 
 
 def decode_node_base(r: Runner) -> None:
@@ -523,6 +591,7 @@ def mask_block(r: Runner):
 
 
 _SCENARIOS = {"running": lambda r: after_prefill_step(r, ended=False),
+              "resume": after_block_step,
               "resync": lambda r: (after_prefill_step(r, ended=True) if r.role == "mixed"
                                    else after_first_decode_step(r))}
 
