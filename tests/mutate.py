@@ -796,6 +796,16 @@ MUTATIONS = [
              '                pass'),
     Mutation("replayed outside-write count misses the column one past the row", SIMFD,
              "(cols >= P)", "(cols > P)"),
+    Mutation("FastDeploy's draft update handing the base model no end token", SIM_MODELS,
+             "put_base(i, tok)\n                if tok == EOS:",
+             "put_base(i, -1 if tok == EOS else tok)\n                if tok == EOS:"),
+    Mutation("the scripted base going on after an accepted end token", SIM_MODELS,
+             'if (ends.size or a_["step_idx"][i]', 'if (a_["step_idx"][i]'),
+    Mutation("the reproducer's end token never among the base model's drafts", REPRO,
+             'return sim_fastdeploy.draft_update_kernel(r.form) == "ends"', 'return False'),
+    Mutation("the reproducer calling every k = 1 row exact", REPRO,
+             "return K1_CASES.get(form, {}).get(role) if k == 1 else CASES[form][role]",
+             "return None if k == 1 else CASES[form][role]"),
     Mutation("the chunk reproducer inserting the prompt whole", REPRO,
              'spans={0: (0, chunk)}', 'spans={0: (0, len(prompt))}'),
     Mutation("the chunk reproducer's sample the prompt's own token", REPRO,
@@ -931,6 +941,30 @@ CPU_TESTS = ["tests/test_guarded.py", "tests/test_launch_plan.py", "tests/test_h
              "tests/test_cli_limits.py", "tests/test_plugin_detection.py",
              "tests/test_verdict.py", "tests/test_reproduce.py", "tests/test_build_lock.py",
              "tests/test_docs.py"]
+# The tests that compare text rather than behaviour: a generated file or the
+# C++ source against the signature table, and the docs against what a command
+# prints. `--behaviour` leaves them out, to count the mutants that behaviour
+# alone kills (a kill here may rest on a file no longer matching its table
+# or a page no longer matching a printout, whether a user would see a change
+# or not).
+TEXT_CHECKS = ["tests/test_docs.py",
+               *(f"tests/test_signature.py::{t}" for t in (
+                   "test_registration_matches_table", "test_check_command_exits_zero",
+                   "test_generated_headers_are_the_tables",
+                   "test_signature_command_checks_every_generated_header",
+                   "test_kernel_parameters_are_the_tables",
+                   "test_checks_list_every_input_once_in_order",
+                   "test_the_check_order_is_the_bindings",
+                   "test_checks_use_the_tables_kind_dtype_and_access",
+                   "test_no_hand_written_binding_names_a_tensor")),
+               "tests/test_cli.py::test_without_paddle_the_help_version_and_signature_still_work",
+               "tests/test_cli.py::test_check_says_what_it_builds_and_checks_every_form",
+               *(f"tests/test_verdict.py::{t}" for t in (
+                   "test_the_docs_table_has", "test_sampled_rows_are_what_the_command_prints",
+                   "test_the_chunked_table_has", "test_sampled_chunked_rows",
+                   "test_the_plugin_table_has", "test_with_the_plugin_every_row_of_the_docs",
+                   "test_sampled_plugin_rows")),
+               "tests/test_reproduce.py::test_the_drifting_rows_are_those_of_the_verdict_table"]
 GPU_TESTS = ["tests/test_gpu.py", "tests/test_refusal_messages.py", "tests/test_bad_input.py",
              "tests/test_hostile_input.py",
              "tests/test_differential.py",
@@ -1133,6 +1167,9 @@ def main() -> int:
     p.add_argument("--deselect", nargs="+", default=[], metavar="NODEID",
                    help="leave these tests out (pytest's --deselect): would another test "
                         "fail where one crashed?")
+    p.add_argument("--behaviour", action="store_true",
+                   help="leave out the tests that compare text (TEXT_CHECKS: generated files "
+                        "against the table, the docs against printouts)")
     p.add_argument("--tests", nargs="+", metavar="FILE",
                    help="run these test files instead of the device's set: which mutants "
                         "does one file kill on its own?")
@@ -1155,7 +1192,8 @@ def main() -> int:
     if missing:
         print(f"mutate: no such test file: {' '.join(missing)}")
         return 2
-    extra = tuple(a for d in args.deselect for a in ("--deselect", d))
+    left_out = args.deselect + (TEXT_CHECKS if args.behaviour else [])
+    extra = tuple(a for d in left_out for a in ("--deselect", d))
     cache = Path(tempfile.mkdtemp(prefix="fastdeploy_mtp_mutants_"))
     try:
         _, verdict, _, secs, last = run_one(None, tests, cache, extra)

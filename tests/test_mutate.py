@@ -144,3 +144,17 @@ def test_a_mutant_runs_every_test_file_with_the_nearest_first(device, tests):
     assert mutate.ordered_tests(pr5245, mutate.CPU_TESTS)[:3] == [
         "tests/test_guarded.py", "tests/test_form_pr5245.py", "tests/test_fastdeploy_kernels.py"]
 
+
+
+@pytest.mark.parametrize("nodeid", mutate.TEXT_CHECKS)
+def test_each_text_check_left_out_names_a_test_that_exists(nodeid):
+    """`--behaviour` leaves these out by pytest's --deselect, which matches a
+    prefix of a test's id: a renamed test would stay in unseen."""
+    path, _, prefix = nodeid.partition("::")
+    text = (mutate.REPO / path).read_text()
+    assert mutate.REPO.joinpath(path).is_file() and (
+        not prefix or re.search(rf"^def {re.escape(prefix)}", text, re.M)), nodeid
+
+
+def test_the_text_checks_are_in_the_cpu_suite():
+    assert {n.partition("::")[0] for n in mutate.TEXT_CHECKS} <= set(mutate.CPU_TESTS)
