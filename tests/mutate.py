@@ -79,6 +79,7 @@ PYPROJECT = "pyproject.toml"
 SIMFD = "fastdeploy_mtp/harness/sim_fastdeploy.py"
 SIM_MODELS = "fastdeploy_mtp/harness/sim_models.py"
 VERDICT = "fastdeploy_mtp/harness/verdict.py"
+TWIN = "fastdeploy_mtp/harness/replay_twin.py"
 LAUNCH = "custom_ops/launch_plan.cuh"
 # Python that runs on a GPU only (the loop replayed from CUDA graphs): its
 # mutations are the GPU suite's to kill, as the CUDA sources' are.
@@ -801,6 +802,19 @@ MUTATIONS = [
              "put_base(i, -1 if tok == EOS else tok)\n                if tok == EOS:"),
     Mutation("the scripted base going on after an accepted end token", SIM_MODELS,
              'if (ends.size or a_["step_idx"][i]', 'if (a_["step_idx"][i]'),
+    Mutation("a prefill node's stopped request keeping its step_idx", SIM_MODELS,
+             's["step_idx"][s["stop_flags"].astype(bool)] = 0', 'pass'),
+    Mutation("the draft update's not_need_stop left as the preprocess wrote it", SIM_MODELS,
+             'flag[...] = not s["stop_flags"].astype(bool).all()', 'pass'),
+    Mutation("the replay running a substep after every draft stopped", SIM,
+             'if node.fastdeploy and not bool(_read(p.state["not_need_stop"]).reshape(-1)[0]):',
+             'if False:'),
+    Mutation("the replay check never comparing a substep's mask offsets", TWIN,
+             "if not np.array_equal(out, offs_r[:out.shape[0]]):", "if False:"),
+    Mutation("the replay check missing a substep the replay ran and FastDeploy did not", TWIN,
+             "if ran != len(self.fed):", "if ran < len(self.fed):"),
+    Mutation("the replay check's form from the preprocess op alone", TWIN,
+             'form = mask if mask == "pr6403" else pre', "form = pre"),
     Mutation("the reproducer's end token never among the base model's drafts", REPRO,
              'return sim_fastdeploy.draft_update_kernel(r.form) == "ends"', 'return False'),
     Mutation("the reproducer calling every k = 1 row exact", REPRO,
@@ -939,7 +953,8 @@ CPU_TESTS = ["tests/test_guarded.py", "tests/test_launch_plan.py", "tests/test_h
              "tests/test_plugin.py", "tests/test_form_corrected.py", "tests/test_patches.py",
              "tests/test_doctor.py",
              "tests/test_cli_limits.py", "tests/test_plugin_detection.py",
-             "tests/test_verdict.py", "tests/test_reproduce.py", "tests/test_build_lock.py",
+             "tests/test_verdict.py", "tests/test_reproduce.py", "tests/test_replay_twin.py",
+             "tests/test_build_lock.py",
              "tests/test_docs.py"]
 # The tests that compare text rather than behaviour: a generated file or the
 # C++ source against the signature table, and the docs against what a command
@@ -991,7 +1006,9 @@ NEAREST = {
     DOCTOR: ["tests/test_doctor.py"],
     REPRO: ["tests/test_reproduce.py", "tests/test_cli.py"],
     SIMFD: ["tests/test_sim_fastdeploy.py", "tests/test_sim_chunked.py", "tests/test_verdict.py"],
-    SIM_MODELS: ["tests/test_sim_chunked.py", "tests/test_simulator.py"],
+    SIM_MODELS: ["tests/test_sim_chunked.py", "tests/test_simulator.py",
+                 "tests/test_sim_fastdeploy.py"],
+    TWIN: ["tests/test_replay_twin.py"],
     VERDICT: ["tests/test_verdict.py"],
     SIGNATURE: ["tests/test_table_behaviour.py", "tests/test_bad_input.py"],
     MAIN: ["tests/test_cli.py", "tests/test_cli_limits.py"],

@@ -267,14 +267,29 @@ def test_the_loop_is_exact_while_no_draft_stops_early_or_parks(k):
 
 
 @pytest.mark.parametrize("k", [2, 3, 4])
-@pytest.mark.parametrize("cause", [dict(block_prob=0.0), dict(draft_eos_prob=0.0)])
-def test_a_resync_moves_the_cursor_by_r_not_by_the_positions(k, cause):
-    """A draft that stopped (an end token, its length limit) or was parked by
-    a block step re-syncs seq_lens_decoder from the base model, but the cursor rolls back
-    by r all the same: the mask ends drift from the KV positions."""
-    t = run_loop(mode="mixed", num_model_steps=k, **cause)
+def test_a_resumed_draft_moves_the_cursor_by_r_not_by_the_positions(k):
+    """A draft parked by a block step re-syncs seq_lens_decoder from the base
+    model when the base model resumes, but the cursor rolls back by r all the
+    same (0 where the base model decodes its last token alone): the mask ends
+    drift from the KV positions."""
+    t = run_loop(mode="mixed", num_model_steps=k, draft_eos_prob=0.0)
     assert t.mask_violations > 0 and t.align_violations == 0, t.first_violation
     assert t.model.disagreements > 0
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_a_draft_stopped_by_an_end_token_resyncs_right(k):
+    """FastDeploy's draft update (9018ccf74, the runner the replay drives
+    this form with) leaves a draft's end token among the base model's draft
+    tokens, so base_model_seq_lens_this_time - 2 is the change of
+    seq_lens_decoder at the re-sync, and r rolls the cursor back by exactly
+    that: with end tokens and length limits but no block step the loop is
+    exact."""
+    t = run_loop(mode="mixed", num_model_steps=k, block_prob=0.0, draft_eos_prob=0.2,
+                 max_dec_len=20)
+    assert t.model.tokens > 200
+    assert t.violations == 0, t.first_violation
+    assert t.model.disagreements == 0, t.model.first
 
 
 @pytest.mark.parametrize("k", [1, 3])

@@ -92,15 +92,19 @@ def test_requests_past_512_run_as_its_loop_runs_them(device):
 
 
 def test_the_loop_drifts_as_pr5245_s_does():
-    """The same rules, a runner that differs only on a decode node: the mixed
-    loop is pr5245's, step by step."""
+    """The same rules, a runner that differs only on a decode node and in its
+    draft update (the replay models GPU FastDeploy's, which leaves a draft's
+    end token among the base model's drafts, and not the XPU kernel's): with
+    no draft ending early and no length limit reached, the mixed loop is
+    pr5245's, step by step."""
     from fastdeploy_mtp.harness import simulate
     from helpers import sim_args
 
     tallies = []
     for form in (FORM, "pr5245"):
         a = sim_args(steps=30, batch=6, runner="fastdeploy", form=form, draft_model="tiny",
-                     image_prob=0.5, seed=2, mode="mixed", num_model_steps=2)
+                     image_prob=0.5, seed=2, mode="mixed", num_model_steps=2,
+                     draft_eos_prob=0.0, max_dec_len=400)
         tallies.append(simulate.run(a, legacy=False, print_rows=False))
     xpu, pr5245 = tallies
     assert xpu.model.disagreements > 0

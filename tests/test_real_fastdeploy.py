@@ -162,3 +162,41 @@ def test_cli_says_in_one_line_what_is_missing(tmp_path):
         assert len(lines) == 1 and text in lines[0], (args, out.stderr)
     with pytest.raises(real.HarnessError, match="not set"):
         real.run(None) if not os.environ.get("FASTDEPLOY_SRC") else real.check_tree(None)
+
+
+@needs_tree
+@pytest.mark.parametrize("role,k,chunk,prefix,eos", [("mixed", 2, 0, 0.0, 0.1),
+                                                     ("pd", 2, 0, 0.0, 0.1),
+                                                     ("mixed", 3, 8, 0.0, 0.05),
+                                                     ("mixed", 2, 0, 0.5, 0.05)])
+def test_the_replay_agrees_with_fastdeploys_proposer_state_for_state(role, k, chunk, prefix,
+                                                                     eos):
+    """The replay's step (sim_fastdeploy, sim_models: what `simulate --runner
+    fastdeploy` runs) on a copy of the buffers FastDeploy's MTPProposer.run
+    gets, every step: the same tokens fed, the same mask offsets each
+    substep, the same draft buffers and base draft tokens after it. Drafts end
+    early (`eos`) so that the end-token rules run; the tree's own kernels
+    (modelled) and ours in the exact mode both."""
+    for kernels in ("ours", "fastdeploy"):
+        r = _run(role=role, k=k, chunk=chunk, prefix_cache=prefix, draft_eos_prob=eos,
+                 kernels=kernels, against_replay=True)
+        assert r.replay["steps"] >= 24 and r.replay["substeps"] > r.replay["steps"], r.replay
+        assert r.replay["mismatches"] == 0, r.replay.get("first")
+
+
+@needs_tree
+def test_the_replay_check_sees_a_kernel_the_replay_does_not_transcribe():
+    """FastDeploy's mask op planted one mask end too far (--drift): the
+    replay's own op gives the true offsets, and the check names the substep
+    where they part."""
+    r = _run(role="mixed", k=2, kernels="fastdeploy", drift=True, against_replay=True)
+    assert r.replay["mismatches"] > 0
+    assert "the mask offsets" in r.replay["first"], r.replay
+
+
+@needs_tree
+def test_the_replay_check_refuses_the_corrected_mode():
+    """The replay transcribes FastDeploy's own rules; the corrected mode's ops
+    are not those: one line, before anything runs."""
+    with pytest.raises(real.HarnessError, match="FASTDEPLOY_MTP_MODE=exact"):
+        _run(role="mixed", k=2, mode="corrected", against_replay=True)

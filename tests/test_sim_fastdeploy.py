@@ -361,6 +361,56 @@ def test_fastdeploys_draft_update_end_token(kernel):
     assert p.state["step_idx"].numpy().reshape(-1)[0] == 4
 
 
+@pytest.mark.parametrize("kernel", ["ends", "shadow"])
+@pytest.mark.parametrize("role", ["prefill", "mixed"])
+def test_a_prefill_node_zeroes_a_stopped_requests_step_idx(kernel, role):
+    """FastDeploy's proposer on a prefill node, after each draft update, sets a
+    stopped request's step_idx to 0 (mtp.py _post_process, 9018ccf74 lines
+    821-841; 7a6c28781 lines 833-859); elsewhere it keeps it. Slot 0 runs on,
+    slot 1 was stopped before."""
+    p = proposer(role=role, batch=2)
+    set_state(p, seq_lens_this_time=[1, 0], seq_lens_encoder=[0, 0],
+              seq_lens_decoder=[5, 5], step_idx=[3, 7], stop_flags=[False, True])
+    sim_models.draft_substep_update(p, 0, np.random.default_rng(0), 0.0, 1000,
+                                    {0: 40}, None, kernel)
+    step = p.state["step_idx"].numpy().reshape(-1).tolist()
+    assert step == ([4, 0] if role == "prefill" else [4, 7])
+
+
+@pytest.mark.parametrize("kernel", ["ends", "shadow"])
+def test_the_draft_update_says_whether_any_request_is_left(kernel):
+    """draft_model_update's not_need_stop (9018ccf74 lines 109-111, 7a6c28781
+    lines 97-99): true while a request is unstopped, false once none is."""
+    p = proposer(batch=2)
+    set_state(p, seq_lens_this_time=[1, 0], seq_lens_encoder=[0, 0],
+              seq_lens_decoder=[5, 5], step_idx=[3, 3], stop_flags=[False, True],
+              not_need_stop=[False])
+    sim_models.draft_substep_update(p, 0, np.random.default_rng(0), 0.0, 1000,
+                                    {0: 40}, None, kernel)
+    assert bool(p.state["not_need_stop"].numpy().reshape(-1)[0])
+    set_state(p, stop_flags=[True, True], not_need_stop=[True])
+    sim_models.draft_substep_update(p, 1, np.random.default_rng(0), 0.0, 1000,
+                                    {}, None, kernel)
+    assert not bool(p.state["not_need_stop"].numpy().reshape(-1)[0])
+
+
+def test_the_replay_runs_no_substep_once_every_draft_stopped():
+    """FastDeploy's proposer runs a substep only while not_need_stop holds
+    (mtp.py _propose_cuda, 9018ccf74 line 851): a step whose every draft
+    samples the end token at its first substep runs that one substep."""
+    from fastdeploy_mtp.harness import simulate
+    from helpers import sim_args
+
+    a = sim_args(runner="fastdeploy", form="pr5738", num_model_steps=3, batch=3,
+                 draft_eos_prob=1.0, arrival_prob=1.0, seed=0)
+    rng = np.random.default_rng(0)
+    tally = simulate.Tally(outside=sim_fastdeploy.OutsideWrites())
+    node = simulate.make_node("mixed", "mixed", 3, a, rng, False, tally.outside)
+    simulate.admit_new(node, rng, a)
+    simulate.engine_step(node, 0, rng, a, tally)
+    assert tally.substeps == 1
+
+
 def test_the_form_picks_fastdeploys_draft_update():
     assert sim_fastdeploy.draft_update_kernel("pr5738") == "ends"
     assert sim_fastdeploy.draft_update_kernel("shadow") == "shadow"

@@ -119,6 +119,9 @@ class Result:
     trace: List[bytes] = field(default_factory=list)
     steps: int = 0
     requests: int = 0
+    # With against_replay: the replay's step beside FastDeploy's on the same
+    # buffers (replay_twin): steps, substeps, mismatches, the first.
+    replay: Dict[str, object] = field(default_factory=dict)
 
     @property
     def total_violations(self) -> int:
@@ -462,6 +465,7 @@ class Judge:
         self.written = np.zeros((batch, max_model_len), bool)
         self.requests: Dict[int, dict] = {}
         self.where = ""
+        self.twin = None  # replay_twin.Twin, with against_replay
 
     def admit(self, slot: int, req: dict) -> None:
         self.runner.admit(slot, np.asarray(req["offsets"], np.int64), req["prompt"])
@@ -492,6 +496,8 @@ class Judge:
         ahead = {b for b, _, _, _ in fed
                  if enc[b] == 0 and b in self.requests
                  and self.requests[b].get("done", 0) < len(self.requests[b]["prompt"])}
+        if self.twin is not None:
+            self.twin.substep(ids, cu, offsets)
         self.result.trace.append(b"F" + ids.astype(np.int64).tobytes()
                                  + offsets.astype(np.int32).tobytes()
                                  + np.array(fed, np.int64).tobytes())
@@ -830,7 +836,17 @@ class Node:
         import paddle
 
         hidden = paddle.zeros([1, 1], dtype="float32")  # the draft model reads none
-        self.proposer.run(full_hidden_states=hidden)
+        twin = self.judge.twin
+        if twin is not None:
+            twin.before(self.proposer.model_inputs, self.runner.share_inputs)
+            self.mtp.draft_model_update.listener = twin.sample
+        try:
+            self.proposer.run(full_hidden_states=hidden)
+        finally:
+            if twin is not None:
+                self.mtp.draft_model_update.listener = None
+        if twin is not None:
+            twin.after(self.proposer.model_inputs, self.runner.share_inputs, where)
         self._trace()
         handed = []
         if self.role == "prefill":
@@ -883,14 +899,19 @@ def _run_here(src: str, role: str, k: int, steps: int, batch: int, seed: int, ch
               prefix_cache: float, image_prob: float, kernels: str, deps: Optional[str],
               max_prompt: int = 40, max_dec_len: int = 24, eos_prob: float = 0.05,
               finish_prob: float = 0.05, arrival_prob: float = 0.5, drift: bool = False,
-              workaround: bool = True, draft_eos_prob: float = 0.0) -> Result:
+              workaround: bool = True, draft_eos_prob: float = 0.0,
+              against_replay: bool = False) -> Result:
     tree = check_tree(src)
     commit = tree_commit(tree)
+    mode = os.environ.get("FASTDEPLOY_MTP_MODE") or "unset"
+    if against_replay and kernels == "ours" and mode != "exact":
+        raise HarnessError("the replay transcribes FastDeploy's own rules: compare it with "
+                           "FASTDEPLOY_MTP_MODE=exact or with FastDeploy's kernels "
+                           "(--kernels fastdeploy)")
     if drift and kernels != "fastdeploy":
         raise HarnessError("a planted drift goes into FastDeploy's modelled mask op: "
                            "use kernels='fastdeploy'")
     mtp, runner_mod, models = import_fastdeploy(tree, deps, kernels, drift, workaround)
-    mode = os.environ.get("FASTDEPLOY_MTP_MODE") or "unset"
     result = Result(commit=commit, role=role, k=k, mode=mode, kernels=kernels, forms=models)
     args = types.SimpleNamespace(max_prompt=max_prompt, image_prob=image_prob, chunk=chunk,
                                  prefix_cache=prefix_cache, max_dec_len=max_dec_len,
@@ -903,6 +924,14 @@ def _run_here(src: str, role: str, k: int, steps: int, batch: int, seed: int, ch
     env = {"ENABLE_V1_KVCACHE_SCHEDULER": "1"}
     with _env(**env), _empty_slice_shim():
         nodes = [Node(fd, r, k, batch, max_model_len, result, rng, args) for r in roles]
+        if against_replay:
+            from .replay_twin import Twin, replay_form
+
+            form = replay_form(models)
+            if form is None:
+                raise HarnessError(f"the replay has no form of this tree's ops ({models})")
+            for node in nodes:
+                node.judge.twin = Twin(form, node.role, k, batch, max_model_len, max_dec_len)
         rid = 0
         queue: List[tuple] = []
         for step in range(steps):
@@ -940,6 +969,13 @@ def _run_here(src: str, role: str, k: int, steps: int, batch: int, seed: int, ch
     for node in nodes:
         result.tokens += node.judge.tally.tokens
         result.disagreements += node.judge.tally.disagreements
+        twin = node.judge.twin
+        if twin is not None:
+            r = result.replay
+            for key in ("steps", "substeps", "mismatches", "outside"):
+                r[key] = r.get(key, 0) + getattr(twin, key)
+            if twin.first and "first" not in r:
+                r["first"] = f"{node.role} {twin.first}"
     return result
 
 
@@ -953,7 +989,7 @@ def run(src=None, *, role: str = "mixed", k: int = 2, steps: int = 40, batch: in
         seed: int = 0, chunk: int = 0, prefix_cache: float = 0.0, image_prob: float = 0.5,
         kernels: str = "ours", deps: Optional[str] = None, drift: bool = False,
         workaround: bool = True, draft_eos_prob: float = 0.0, timeout: float = 900,
-        mode: Optional[str] = None) -> Result:
+        mode: Optional[str] = None, against_replay: bool = False) -> Result:
     """Run FastDeploy's proposer from the tree `src` (default: $FASTDEPLOY_SRC)
     in a child process (its imports, platform shim and plugin stay there) and
     return what the judge counted. `kernels`: "ours" (the plugin's ops,
@@ -974,6 +1010,8 @@ def run(src=None, *, role: str = "mixed", k: int = 2, steps: int = 40, batch: in
            "--draft-eos-prob", str(draft_eos_prob), "--json"]
     if drift:
         cmd.append("--drift")
+    if against_replay:
+        cmd.append("--against-replay")
     if not workaround:
         cmd.append("--no-bool-workaround")
     here = str(pathlib.Path(__file__).resolve().parents[2])
@@ -1018,6 +1056,10 @@ def main(argv=None) -> int:
                     help=f"directory of FastDeploy's Python dependencies (${DEPS_ENV})")
     ap.add_argument("--draft-eos-prob", type=float, default=0.0,
                     help="probability a draft token is the end token (default 0: greedy)")
+    ap.add_argument("--against-replay", action="store_true",
+                    help="run the replay's step (simulate --runner fastdeploy) beside each of "
+                         "FastDeploy's on the same buffers and count where they part "
+                         "(the exact mode or --kernels fastdeploy)")
     ap.add_argument("--drift", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--no-bool-workaround", dest="workaround", action="store_false",
                     help="pass FastDeploy's int kvcache_scheduler_v1 to the plugin's op as is")
@@ -1032,7 +1074,8 @@ def main(argv=None) -> int:
     try:
         res = _run_here(a.src, a.role, a.k, a.steps, a.batch, a.seed, a.chunk, a.prefix_cache,
                         a.image_prob, a.kernels, a.deps, drift=a.drift,
-                        workaround=a.workaround, draft_eos_prob=a.draft_eos_prob)
+                        workaround=a.workaround, draft_eos_prob=a.draft_eos_prob,
+                        against_replay=a.against_replay)
     except HarnessError as e:
         if a.json:
             print(json.dumps({"error": str(e)}))
@@ -1056,6 +1099,12 @@ def main(argv=None) -> int:
         print(f"forms: {res.forms}")
         for kind, msg in res.first.items():
             print(f"first {kind}: {msg}")
+        if res.replay:
+            r = res.replay
+            print(f"against the replay: {r['steps']} steps, {r['substeps']} substeps, "
+                  f"{r['mismatches']} mismatches ({r['outside']} writes outside a row)")
+            if "first" in r:
+                print(f"first mismatch: {r['first']}")
     return 0
 
 

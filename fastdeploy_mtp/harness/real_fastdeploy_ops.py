@@ -310,6 +310,15 @@ def _is_end(tok, end_ids) -> bool:
     return int(tok) in set(int(e) for e in end_ids.reshape(-1))
 
 
+def _put_pre(pre: np.ndarray, b: int, at: int, tok) -> None:
+    """``pre_ids_now[at] = tok`` with ``pre_ids_now`` row b's pointer, as the
+    kernel writes it: a column outside the row lands in the row before (or,
+    before the tensor, nowhere the harness can hold)."""
+    flat = b * pre.shape[1] + int(at)
+    if 0 <= flat < pre.size:
+        pre.reshape(-1)[flat] = tok
+
+
 def make_draft_model_update(src: pathlib.Path):
     """draft_model_update as the tree's kernel
     (speculate_decoding/draft_model/draft_model_update.cu) writes, one of three
@@ -359,6 +368,7 @@ def make_draft_model_update(src: pathlib.Path):
         stopped = 0
         fed_before = 0
         col = int(substep) + 1
+        sampled = {}  # slot -> the token the update took (replay_twin's)
         for b in range(n_all.shape[0]):
             n = int(n_all[b])
             if version == "compact":
@@ -376,7 +386,7 @@ def make_draft_model_update(src: pathlib.Path):
                         dt[b, 0] = tok
                         base[b, col] = tok
                         step[b] += n
-                        pre[b, step[b]] = tok
+                        _put_pre(pre, b, step[b], tok)
                     else:
                         tok = nxt[start]
                         dec[b] = enc[b] + dec[b]
@@ -385,6 +395,7 @@ def make_draft_model_update(src: pathlib.Path):
                         step[b] += 1
                         dt[b, 0] = tok
                         base[b, col] = tok
+                    sampled[b] = int(tok)
                     if _is_end(tok, ends) or one_step:
                         stop[b] = True
                         stopped += 1
@@ -396,6 +407,7 @@ def make_draft_model_update(src: pathlib.Path):
                 else:
                     if enc[b] > 0:
                         tok = nxt[start]
+                        sampled[b] = int(tok)
                         dec[b] = enc[b] + dec[b]
                         enc[b] = 0
                         pre[b, 1] = tok
@@ -409,10 +421,11 @@ def make_draft_model_update(src: pathlib.Path):
                         else:
                             dec[b] += n
                             tok = nxt[start + (0 if version == "compact" else n - 1)]
+                            sampled[b] = int(tok)
                             dt[b, 0] = tok
                             base[b, col] = tok
                             step[b] += n
-                            pre[b, step[b]] = tok
+                            _put_pre(pre, b, step[b], tok)
             else:
                 dt[b, 0] = -1
                 base[b, col] = -1
@@ -428,9 +441,13 @@ def make_draft_model_update(src: pathlib.Path):
                      (stop_flags, stop), (base_model_draft_tokens, base)):
             _put(t, a)
         _put(not_need_stop, np.array([stopped < rows]))
+        if draft_model_update.listener is not None:
+            draft_model_update.listener(sampled)
         return None
 
     draft_model_update.version = version
+    # replay_twin.Twin.sample, while a node compares its step with the replay.
+    draft_model_update.listener = None
     return draft_model_update
 
 

@@ -124,8 +124,8 @@ update's ``pre_ids[i, step_idx]``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable
+from dataclasses import dataclass, field
+from typing import Iterable, List
 
 import numpy as np
 
@@ -143,6 +143,9 @@ class OutsideWrites:
     preprocess: int = 0   # pre_ids window or input_ids column of draft_model_preprocess
     draft_update: int = 0  # pre_ids[i, step_idx] of draft_model_update
     first: str = ""
+    # Each of draft_model_update's: (row, column, token), the column outside
+    # the row (replay_twin puts it where the kernel's row pointer lands).
+    update_cells: List[tuple] = field(default_factory=list)
 
     @property
     def total(self) -> int:

@@ -212,9 +212,20 @@ def draft_substep_update(p: MTPProposer, substep: int, rng, eos_prob: float,
     prefill_node = p.config.role == "prefill"
     if kernel is not None:
         _fastdeploy_update(kernel, s, base_draft, toks, col, max_dec_len, substep, outside)
+        if prefill_node:
+            # FastDeploy's proposer on a prefill node, after each draft update:
+            # a stopped request's step_idx is zeroed so that its first token is
+            # saved once (mtp.py _post_process: ba915e03e 747-767, 9018ccf74
+            # 821-841, 2178f2829 770-796, 7a6c28781 833-859).
+            s["step_idx"][s["stop_flags"].astype(bool)] = 0
         for n in names:
             _write(p.state[n], s[n])
         _write(p.base["draft_tokens"], base_draft)
+        # The kernel's not_need_stop: whether any request is left unstopped
+        # (draft_model_update.cu 9018ccf74 lines 109-111, 7a6c28781 97-99).
+        flag = _read(p.state["not_need_stop"])
+        flag[...] = not s["stop_flags"].astype(bool).all()
+        _write(p.state["not_need_stop"], flag)
         return toks
     for i in range(N):
         if stop[i]:
@@ -286,6 +297,7 @@ def _fastdeploy_update(kernel: str, s: dict, base_draft: np.ndarray, toks: np.nd
             pre[i, at] = tok
         elif outside is not None:
             outside.draft_update += 1
+            outside.update_cells.append((i, int(at), int(tok)))
             outside.note(f"substep {substep}: slot {i}: draft_model_update writes "
                          f"pre_ids[{i}, {int(at)}], outside its {pre.shape[1]} columns")
         else:

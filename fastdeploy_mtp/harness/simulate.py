@@ -287,6 +287,11 @@ def engine_step(node: Node, step: int, rng, args, tally: Tally) -> dict:
     worst = 0
     sampled = None
     for sub in range(p.config.substeps):
+        if node.fastdeploy and not bool(_read(p.state["not_need_stop"]).reshape(-1)[0]):
+            # FastDeploy's proposer runs a substep only while not_need_stop
+            # holds (mtp.py _propose_cuda, 9018ccf74 line 851), which its
+            # preprocess and its draft update write.
+            break
         n_all = _read(p.state["seq_lens_this_time"])
         cu = np.zeros(n_all.shape[0] + 1, np.int32)
         cu[1:] = np.cumsum(n_all)
