@@ -94,7 +94,7 @@ def test_the_twin_names_a_substep_s_mask_offsets_and_tokens_that_differ():
     ids[0] += 1
     twin.fed[0] = (ids, cu, offsets)
     twin.after(_draft_buffers(node), node.proposer.base, "here")
-    assert twin.mismatches == 2
+    assert twin.kinds == {"the tokens fed": 1, "the mask offsets": 1}
     assert twin.first.startswith("here substep 0: the tokens fed"), twin.first
 
 

@@ -974,6 +974,9 @@ def _run_here(src: str, role: str, k: int, steps: int, batch: int, seed: int, ch
             r = result.replay
             for key in ("steps", "substeps", "mismatches", "outside"):
                 r[key] = r.get(key, 0) + getattr(twin, key)
+            kinds = r.setdefault("kinds", {})
+            for what, n in twin.kinds.items():
+                kinds[what] = kinds.get(what, 0) + n
             if twin.first and "first" not in r:
                 r["first"] = f"{node.role} {twin.first}"
     return result

@@ -79,6 +79,7 @@ class Twin:
         self.mismatches = 0
         self.outside = 0  # writes outside a row the replay counted (and compared)
         self.first: Optional[str] = None
+        self.kinds: Dict[str, int] = {}  # what parted (a buffer, the mask offsets, ...): how often
         self.fed: List[tuple] = []       # each real substep: (ids, cu_seqlens_q, offsets)
         self.sampled: List[dict] = []    # each real substep: {slot: the token sampled}
         self._copy = None
@@ -109,6 +110,7 @@ class Twin:
 
     def _part(self, where: str, what: str, ours, theirs) -> None:
         self.mismatches += 1
+        self.kinds[what] = self.kinds.get(what, 0) + 1
         if self.first is None:
             self.first = f"{where}: {what}: replay {ours}, FastDeploy {theirs}"
 
