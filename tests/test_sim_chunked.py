@@ -422,3 +422,23 @@ def test_a_prefill_node_hands_a_chunked_request_over_after_its_last_chunk(monkey
     assert t.outside.total == 0
     assert t.model.disagreements > 0
     assert "the draft computed position" in t.model.first
+
+
+def test_the_judge_checks_a_chunk_s_own_prefill():
+    """A prompt longer than the chunk: its first chunk's 8 prefill tokens are
+    the first substep's, and the judge checks each one's mask offsets (only
+    the draft's run-ahead after a chunk that is not the prompt's last goes
+    unchecked)."""
+    from fastdeploy_mtp.harness import simulate
+    from helpers import sim_args
+
+    a = sim_args(runner="fastdeploy", form="pr5738", num_model_steps=1, batch=1, steps=1,
+                 chunk=8, arrival_prob=1.0, max_prompt=40, seed=0, image_prob=0.0)
+    rng = np.random.default_rng(a.seed)
+    tally = simulate.Tally(outside=sim_fastdeploy.OutsideWrites())
+    node = simulate.make_node("mixed", "mixed", 1, a, rng, False, tally.outside)
+    simulate.insert_next_chunks(node)
+    simulate.admit_new(node, rng, a)
+    assert list(node.chunks) == [0]  # the prompt is longer than its first chunk
+    simulate.engine_step(node, 0, rng, a, tally)
+    assert tally.tokens == 8 and tally.violations == 0
