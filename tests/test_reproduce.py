@@ -371,3 +371,46 @@ def test_a_chunk_out_of_range_says_the_range(capsys):
     code, out, err = run(capsys, "rollback", "--chunk", "33")
     assert code == 2 and out == ""
     assert "--chunk: must be within [1, 32]" in err and "got 33" in err, err
+
+
+DRAFT_ROW = re.compile(r'(?<![\w])model_inputs\["(\w+)"\]\s+(\[.*?\])'
+                       r'(?: -> (\[.*\])| \(unchanged\))$')
+INVARIANT_NOTE = re.compile(r"^\s+invariant attn_mask_offsets_decoder - mask_rollback - "
+                            r"seq_lens_decoder: (-?\d+) -> (-?\d+)$")
+
+
+@pytest.mark.parametrize("form,role,k", [c for c in DRIFTING if c[2] == 2])
+def test_each_printed_invariant_is_the_printed_tensors(capsys, form, role, k):
+    """Every 'invariant ...: a -> b' a call's block prints is the cursor less
+    the rollback less seq_lens_decoder of the draft's buffers that block
+    prints, before and after the call (a buffer a call does not take keeps
+    its value from the call before)."""
+    _, out, _ = run(capsys, form, "--role", role, "-k", str(k))
+    names = ("attn_mask_offsets_decoder", "mask_rollback", "seq_lens_decoder")
+    # A buffer keeps its value up to the first call that prints it: its
+    # value before that call is its value from the start.
+    now, seen = {}, 0
+    for line in out.splitlines():
+        m = DRAFT_ROW.search(line)
+        if m and m.group(1) in names:
+            now.setdefault(m.group(1), ast.literal_eval(m.group(2))[0])
+    block_before = {}
+    for line in out.splitlines():
+        if re.match(r"^\[\d+\] ", line):
+            block_before = dict(now)
+            continue
+        m = DRAFT_ROW.search(line)
+        if m and m.group(1) in names:
+            before = ast.literal_eval(m.group(2))[0]
+            after = before if m.group(3) is None else ast.literal_eval(m.group(3))[0]
+            block_before[m.group(1)] = before
+            now[m.group(1)] = after
+            continue
+        m = INVARIANT_NOTE.match(line)
+        if m:
+            a = (block_before["attn_mask_offsets_decoder"] - block_before["mask_rollback"]
+                 - block_before["seq_lens_decoder"])
+            b = now["attn_mask_offsets_decoder"] - now["mask_rollback"] - now["seq_lens_decoder"]
+            assert (int(m.group(1)), int(m.group(2))) == (a, b), line
+            seen += 1
+    assert seen >= 1, out
