@@ -126,3 +126,21 @@ def test_the_judge_sees_the_chunk_drift_the_plugin_s_patch_removes():
     ours = plugin_verdict.run("shadow", "mixed", 1, "chunks-8", True)
     assert shipped.model.disagreements > 0 and ours.model.disagreements == 0
     assert shipped.model.tokens == ours.model.tokens
+
+
+@pytest.mark.parametrize("form,role,k", [("pr5738", "mixed", 2), ("shadow", "pd", 3)])
+def test_a_row_is_the_simulate_run_the_page_names(capsys, form, role, k):
+    """docs/results.md: each row is `simulate --runner fastdeploy --form F
+    --mode R -k K --draft-model tiny --image-prob 0.5` (60 steps, batch 8,
+    seed 0, simulate's defaults): the row's counts are that command's."""
+    import json
+
+    from fastdeploy_mtp.__main__ import main
+
+    main(["simulate", "--runner", "fastdeploy", "--form", form, "--mode", role, "-k", str(k),
+          "--draft-model", "tiny", "--image-prob", "0.5", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    row = verdict.result(form, role, k)
+    assert row["draft_tokens_checked"] == doc["draft_model"]["tokens"]
+    assert row["disagreements"] == doc["draft_model"]["disagreements"]
+    assert row["fastdeploy_writes_outside"] == doc["fastdeploy_writes_outside"]["total"]
