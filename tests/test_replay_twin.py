@@ -61,14 +61,22 @@ def _real_step(node, twin, form, k, max_dec_len, sampled):
                              sim_fastdeploy.draft_update_kernel(form))
 
 
+def _told_of_a_step(form, role, k, sampled, steps=6):
+    """A node and a twin told of one "real" step on it (the replay's own,
+    _real_step); the twin has not compared yet."""
+    node, a = _node(form, role, k, steps=steps)
+    twin = Twin(form, role, k, a.batch, node.proposer.config.max_model_len, a.max_dec_len)
+    twin.before(_draft_buffers(node), node.proposer.base)
+    _real_step(node, twin, form, k, a.max_dec_len, sampled)
+    return node, twin
+
+
 @pytest.mark.parametrize("form,role,k", [("pr5738", "mixed", 2), ("pr5245", "mixed", 3),
                                          ("recompute", "mixed", 2), ("shadow", "mixed", 2),
                                          ("pr6403", "mixed", 4), ("pr5738", "prefill", 2)])
 def test_the_twin_agrees_with_the_same_step_and_names_what_differs(form, role, k):
-    node, a = _node(form, role, k, steps=1 if role == "prefill" else 6)
-    twin = Twin(form, role, k, a.batch, node.proposer.config.max_model_len, a.max_dec_len)
-    twin.before(_draft_buffers(node), node.proposer.base)
-    _real_step(node, twin, form, k, a.max_dec_len, [17, EOS, 23])
+    node, twin = _told_of_a_step(form, role, k, [17, EOS, 23],
+                                 steps=1 if role == "prefill" else 6)
     twin.after(_draft_buffers(node), node.proposer.base, "here")
     assert twin.steps == 1 and twin.substeps >= 1
     assert twin.mismatches == 0, twin.first
@@ -82,11 +90,7 @@ def test_the_twin_agrees_with_the_same_step_and_names_what_differs(form, role, k
 
 
 def test_the_twin_names_a_substep_s_mask_offsets_and_tokens_that_differ():
-    node, a = _node("pr5738", "mixed", 2)
-    twin = Twin("pr5738", "mixed", 2, a.batch, node.proposer.config.max_model_len,
-                a.max_dec_len)
-    twin.before(_draft_buffers(node), node.proposer.base)
-    _real_step(node, twin, "pr5738", 2, a.max_dec_len, [17, 23])
+    node, twin = _told_of_a_step("pr5738", "mixed", 2, [17, 23])
     ids, cu, offsets = twin.fed[0]
     offsets = offsets.copy()
     offsets[1] += 1
@@ -99,11 +103,7 @@ def test_the_twin_names_a_substep_s_mask_offsets_and_tokens_that_differ():
 
 
 def test_the_twin_names_a_substep_fastdeploy_ran_and_the_replay_did_not():
-    node, a = _node("pr5738", "mixed", 2)
-    twin = Twin("pr5738", "mixed", 2, a.batch, node.proposer.config.max_model_len,
-                a.max_dec_len)
-    twin.before(_draft_buffers(node), node.proposer.base)
-    _real_step(node, twin, "pr5738", 2, a.max_dec_len, [17, 23])
+    node, twin = _told_of_a_step("pr5738", "mixed", 2, [17, 23])
     assert len(twin.fed) == 2
     del twin.fed[-1], twin.sampled[-1]  # FastDeploy stopped after one substep
     twin.after(_draft_buffers(node), node.proposer.base, "here")
