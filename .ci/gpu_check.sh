@@ -162,10 +162,10 @@ if [ "${SKIP_PYTEST:-0}" != 1 ]; then
   step "pytest (CPU and GPU)" "passed|failed" python3 -m pytest -q -p no:cacheprovider tests
 fi
 for tool in memcheck racecheck synccheck; do
-  step "$tool over the recompute and shadow forms' GPU cases" \
+  step "$tool over the recompute, shadow and corrected forms' GPU cases" \
     "ERROR SUMMARY|RACECHECK SUMMARY|HAZARD|passed|failed" \
     compute-sanitizer --tool $tool --error-exitcode 3 python3 -m pytest -q -p no:cacheprovider \
-    tests/test_form_recompute.py tests/test_form_shadow.py -k "gpu"
+    tests/test_form_recompute.py tests/test_form_shadow.py tests/test_form_corrected.py -k "gpu"
 done
 step "simulate --device gpu, the shadow form, tiny model, PD, images" "OK|FAILED|draft model" \
   python3 -m fastdeploy_mtp simulate --device gpu --runner fastdeploy --form shadow \
@@ -209,6 +209,10 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   [ "${SKIP_NUMPY_BENCH:-0}" = 1 ] && benches=("bench-gpu --rounds ${BENCH_ROUNDS:-7}")
   benches+=("bench-gpu --form recompute --rounds ${BENCH_ROUNDS:-7}"
             "bench-gpu --form shadow --rounds ${BENCH_ROUNDS:-7}")
+  # The corrected forms' captured step beside the exact forms' they correct.
+  for f in corrected_pr5245 corrected_pr5738 corrected_pr6403; do
+    benches+=("bench-gpu --graph-only --form $f --rounds ${BENCH_ROUNDS:-7}")
+  done
   for b in "${benches[@]}"; do
     step "python -m fastdeploy_mtp $b" "." python3 -m fastdeploy_mtp $b
     { echo; echo "python -m fastdeploy_mtp $b"; echo

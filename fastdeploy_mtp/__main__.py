@@ -291,7 +291,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     g.add_argument("--graph-only", action="store_true", help="only the captured-step tables")
     g.add_argument("--form", choices=form_names, default="rollback",
                    help="FastDeploy's form of draft_model_preprocess; another than rollback "
-                        "times its captured step against FastDeploy's launch of it")
+                        "times its captured step against FastDeploy's launch of it, and "
+                        "a corrected form's against the exact form it corrects")
     d = command("doctor", "what the FastDeploy plugin will do here, a finding a line: "
                           "FastDeploy and its ops, the form and mode, FD_PLUGINS, the op "
                           "library; run it in FastDeploy's environment",

@@ -792,3 +792,25 @@ def test_a_thread_with_several_failing_requests_reports_its_first():
     with pytest.raises(ops.BadInputError, match="request 7: accept_num"):
         ops.draft_model_preprocess(**t, **preprocess_attrs(k, v1=True))
     assert_unchanged(t, s)
+
+
+@pytest.mark.parametrize("form", ["corrected_pr5245", "corrected_pr5738", "corrected_pr6403"])
+def test_a_corrected_form_s_captured_step_is_timed_beside_the_exact_form_s(form):
+    """bench-gpu's captured-step table of a corrected form replays the exact
+    form of the version it corrects on the same state, and gives each row
+    the two steps' ratio; every replayed call of both was valid."""
+    from fastdeploy_mtp.bench import gpu as gpu_bench
+
+    lines = []
+    gpu_bench.graph_table([1, 300], steps_in_graph=2, replays=2, rounds=1,
+                          print_fn=lines.append, form=form)
+    exact = form.removeprefix("corrected_")
+    header = lines[2].split("|")
+    assert header[-3].strip() == f"{exact} form's step", lines
+    rows = [line.split("|") for line in lines[4:]]
+    assert [int(r[1]) for r in rows] == [1, 300], lines
+    for r in rows:
+        ours, exact_step, ratio = float(r[3]), float(r[-3]), float(r[-2])
+        assert r[10].strip() == "yes", lines
+        assert ours > 0 and exact_step > 0
+        assert abs(ratio - ours / exact_step) <= 0.01 + 0.01 * ratio, lines

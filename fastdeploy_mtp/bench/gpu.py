@@ -26,7 +26,8 @@ our op to the numpy references).
 
 The captured-step tables (``graph_table``) replay one engine step from a CUDA
 graph against a graph of empty kernels, the same launches agreeing only, and
-the step as FastDeploy launches it.
+the step as FastDeploy launches it; a corrected form's table times the exact
+form of the version it corrects beside it.
 """
 
 from __future__ import annotations
@@ -274,7 +275,9 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
     tokens (states.mask_state's short default unless given); `widen`: then
     give attn_mask_offsets_full that many columns, the prompts as drawn.
     `form`: FastDeploy's form of draft_model_preprocess, against
-    FastDeploy's launch of that form."""
+    FastDeploy's launch of that form. A corrected form is also timed against
+    the exact form of the version it corrects (the same tensors, the same
+    state), which is what switching the plugin's mode changes."""
     import paddle
     from paddle.device.cuda import graphs
 
@@ -295,6 +298,8 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
     from .. import forms
 
     form_ops = forms.load(form)
+    exact = form.removeprefix("corrected_") if form.startswith("corrected_") else None
+    exact_ops = forms.load(exact) if exact else None
     mask_names = FORMS[form]["update_attn_mask_offsets"].input_names
     shaped_mask_op = getattr(lib, f"bench_baseline_mask_{form}")
     print_fn(f"captured step (CUDA graph replay): draft_model_preprocess + {MASK_CALLS} x "
@@ -302,8 +307,9 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
              f"graph, medians of {rounds} rounds of {replays} replays")
     print_fn("| bsz | tokens | replayed step | graph of empty kernels | ratio "
              "| launches agreeing only | step / agreeing only | FastDeploy-shaped step "
-             "| step / FastDeploy-shaped | FastDeploy-shaped correct |")
-    print_fn("|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---|")
+             "| step / FastDeploy-shaped | FastDeploy-shaped correct |"
+             + (f" {exact} form's step | step / {exact}'s |" if exact else ""))
+    print_fn("|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---|" + ("---:|---:|" if exact else ""))
     for bsz in bsz_list:
         s = repeatable(rng, bsz, num_model_step=K)
         m_all = states.mask_state(rng, bsz, mask_cols=mask_cols)
@@ -353,15 +359,37 @@ def graph_table(bsz_list=GRAPH_BSZ, steps_in_graph: int = 20, replays: int = 50,
         for _ in range(steps_in_graph):
             fastdeploy()
         shaped.capture_end()
-        graphs_of = (("ours", ours), ("empty", empty), ("floor", floor), ("shaped", shaped))
+        graphs_of = [("ours", ours), ("empty", empty), ("floor", floor), ("shaped", shaped)]
+        if exact:
+            # The exact form on a copy of the same state: its registration is
+            # the corrected form's, so the same tensors stay valid through it.
+            exact_pre, exact_mask = tensors(s, place, True), tensors(m, place)
+            exact_ops.draft_model_preprocess(**exact_pre, **attrs)  # warm-up
+            with _Env({"FASTDEPLOY_MTP_ASYNC_MASK": "1"}):
+                exact_ops.update_attn_mask_offsets(**exact_mask)
+            exact_ops.raise_pending_errors(probe)
+            exact_graph = graphs.CUDAGraph()
+            exact_graph.capture_begin()
+            for _ in range(steps_in_graph):
+                exact_ops.draft_model_preprocess(**exact_pre, **attrs)
+                for _ in range(MASK_CALLS):
+                    exact_ops.update_attn_mask_offsets(**exact_mask)
+            exact_graph.capture_end()
+            graphs_of.append(("exact", exact_graph))
         times = {name: [] for name, _ in graphs_of}
         for _ in range(rounds):
             for name, g in graphs_of:
                 times[name].append(_replay_us(g, steps_in_graph, replays))
         form_ops.raise_pending_errors(probe)  # every replayed call was valid
-        o, e, f, d = (statistics.median(times[k]) for k, _ in graphs_of)
-        print_fn(f"| {bsz} | {tokens} | {o:.1f} | {e:.1f} | {o / e:.2f} | {f:.1f} | {o / f:.2f} "
-                 f"| {d:.1f} | {o / d:.2f} | {'yes' if correct else 'NO'} |")
+        if exact:
+            exact_ops.raise_pending_errors(probe)
+        o, e, f, d = (statistics.median(times[k]) for k in ("ours", "empty", "floor", "shaped"))
+        row = (f"| {bsz} | {tokens} | {o:.1f} | {e:.1f} | {o / e:.2f} | {f:.1f} | {o / f:.2f} "
+               f"| {d:.1f} | {o / d:.2f} | {'yes' if correct else 'NO'} |")
+        if exact:
+            x = statistics.median(times["exact"])
+            row += f" {x:.1f} | {o / x:.2f} |"
+        print_fn(row)
         for _, g in graphs_of:
             g.reset()
 
