@@ -81,8 +81,8 @@ def _entry_point() -> Finding:
     if found:
         return Finding("ok", "entry point", f"{GROUP}: {ENTRY_POINT} = {found[0].value}")
     return Finding("fail", "entry point", (
-        f"no {ENTRY_POINT} entry point in {GROUP}: install the package "
-        "(pip install fastdeploy_mtp) in FastDeploy's environment"))
+        f"no {ENTRY_POINT} entry point in {GROUP}: install the package in FastDeploy's "
+        "environment (pip install on a checkout of it, or on its wheel)"))
 
 
 def _fastdeploy() -> List[Finding]:

@@ -171,3 +171,28 @@ def sim_args(**kw):
     for k, v in kw.items():
         setattr(a, k, v)
     return a
+
+
+def entry_point_folder(folder) -> str:
+    """Writes into `folder` a dist-info that makes pyproject.toml's entry
+    points of FastDeploy's plugin group visible to importlib.metadata, and
+    returns the folder: a child given it on PYTHONPATH finds our plugin as
+    FastDeploy does, installed or not (where the checkout and Paddle come
+    from PYTHONPATH, nothing installs it)."""
+    import re
+    from pathlib import Path
+
+    group = "fastdeploy.model_register_plugins"
+    text = (Path(CHECKOUT) / "pyproject.toml").read_text()
+    header = f'[project.entry-points."{group}"]'
+    assert header in text, f"pyproject.toml has no {header}"
+    body = text.split(header, 1)[1].split("\n[", 1)[0]
+    lines = [ln for ln in body.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    pairs = [re.fullmatch(r'\s*([\w.-]+)\s*=\s*"([^"]+)"\s*', ln) for ln in lines]
+    assert all(pairs), f"unexpected lines under {header}: {lines}"
+    info = Path(folder) / "fastdeploy_mtp-0.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fastdeploy_mtp\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(
+        f"[{group}]\n" + "".join(f"{m.group(1)} = {m.group(2)}\n" for m in pairs))
+    return str(folder)

@@ -17,10 +17,24 @@ ROOT = Path(__file__).resolve().parent.parent
 STANDIN = ROOT / "tests" / "standin_fastdeploy"
 
 
+_ENTRY_POINT = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def entry_point(tmp_path_factory):
+    """Our entry point, visible to the children whether or not the package is
+    installed (the doctor's own finding on it is what a user sees)."""
+    from helpers import entry_point_folder
+
+    _ENTRY_POINT[:] = [entry_point_folder(tmp_path_factory.mktemp("entry_point"))]
+    yield
+    _ENTRY_POINT.clear()
+
+
 def run(commit=None, fd_plugins="fastdeploy_mtp", mode=None, json_out=True):
     from helpers import child_env
 
-    env = child_env(*([str(STANDIN)] if commit else []), FD_PLUGINS=None,
+    env = child_env(*_ENTRY_POINT, *([str(STANDIN)] if commit else []), FD_PLUGINS=None,
                     FASTDEPLOY_MTP_MODE=None, FASTDEPLOY_MTP_FORM=None)
     if commit:
         env["STANDIN_FASTDEPLOY_COMMIT"] = commit
@@ -104,3 +118,18 @@ def test_the_shipped_words_are_the_verdict_table_s():
         assert chunked and ("chunked prefill" in words), form
         k2 = {key for key in drifting if key[3] == "whole" and key[2] != "1"}
         assert bool(k2) == ("from k = 2" in words), (form, sorted(k2))
+
+
+def test_an_uninstalled_package_is_a_failed_finding_that_says_to_install_it(monkeypatch):
+    """Where FastDeploy's loader would not find our entry point (the package
+    not installed in its environment, or another package's only), the
+    finding fails and says how to install it."""
+    import importlib.metadata as metadata
+
+    class Other:
+        name, value = "another_plugin", "another.module:register"
+
+    monkeypatch.setattr(metadata, "entry_points", lambda **kw: [Other()])
+    got = doctor._entry_point()
+    assert got.status == "fail" and got.topic == "entry point", got
+    assert "install the package in FastDeploy's environment" in got.line, got

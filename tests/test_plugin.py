@@ -22,7 +22,6 @@ form), 52eda7fdb a 19-tensor preprocess (none of ours) and no mask op.
 import json
 import logging
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -35,10 +34,10 @@ import pytest
 from fastdeploy_mtp import plugin, reference
 from fastdeploy_mtp.plugin import detect, log, replace
 from fastdeploy_mtp.signature import FORMS, preprocess_form
+from helpers import entry_point_folder
 
 ROOT = Path(__file__).resolve().parent.parent
 STANDIN = ROOT / "tests" / "standin_fastdeploy"
-GROUP = "fastdeploy.model_register_plugins"
 PRE, MASK = "draft_model_preprocess", "update_attn_mask_offsets"
 KEYS = [PRE, "static_op_" + PRE, MASK, "static_op_" + MASK]
 
@@ -62,28 +61,10 @@ COMMIT_OF = {"pr5245": "ba915e03e", "pr5738": "9018ccf74", "pr6403": "2178f2829"
 RULE_OF = {"pr5245": "pr5738", "pr5738": "pr5738", "recompute": "pr5738", "pr6403": "pr6403"}
 
 
-def entry_point_lines() -> str:
-    """pyproject.toml's entry points of FastDeploy's group, as entry_points.txt
-    states them."""
-    text = (ROOT / "pyproject.toml").read_text()
-    header = f'[project.entry-points."{GROUP}"]'
-    assert header in text, f"pyproject.toml has no {header}"
-    body = text.split(header, 1)[1].split("\n[", 1)[0]
-    lines = [ln for ln in body.splitlines() if ln.strip() and not ln.strip().startswith("#")]
-    pairs = [re.fullmatch(r'\s*([\w.-]+)\s*=\s*"([^"]+)"\s*', ln) for ln in lines]
-    assert all(pairs), f"unexpected lines under {header}: {lines}"
-    return f"[{GROUP}]\n" + "".join(f"{m.group(1)} = {m.group(2)}\n" for m in pairs)
-
-
 @pytest.fixture(scope="module")
 def entry_point(tmp_path_factory):
     """A folder that makes our entry point visible to importlib.metadata."""
-    folder = tmp_path_factory.mktemp("entry_point")
-    info = folder / "fastdeploy_mtp-0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fastdeploy_mtp\nVersion: 0\n")
-    (info / "entry_points.txt").write_text(entry_point_lines())
-    return folder
+    return entry_point_folder(tmp_path_factory.mktemp("entry_point"))
 
 
 _REPORTS = {}
@@ -385,6 +366,11 @@ def test_no_fastdeploy_op_is_one_line(entry_point):
     ({**ENABLED, plugin.FORM_VARIABLE: "bogus"}, "'bogus' is none of our forms"),  # nothing did
 ])
 def test_the_line_reaches_stderr_where_the_process_configured_no_logging(entry_point, env, said):
+    import paddle
+
+    if env is ENABLED and int(paddle.__version__.split(".")[0]) == 2:
+        pytest.skip("Paddle 2's import sets the root logger to WARNING, which drops the INFO "
+                    "line as configured; FastDeploy runs on Paddle 3")
     _, err = drive(entry_point, "9018ccf74", env, capture_log=False)
     found = [ln for ln in err.splitlines() if said in ln]
     assert len(found) == 1, err[-2000:]
@@ -489,10 +475,11 @@ def test_the_probe_builds_its_state_on_the_place_it_is_given(monkeypatch):
 def test_the_place_is_that_of_the_call_s_ids_remove_padding():
     import paddle
 
+    # Places compared by their text: Paddle 2's Place has no equality.
     ids, other = paddle.to_tensor([1]), paddle.to_tensor([2])
-    assert replace.call_place((ids, other), {}) == ids.place
-    assert replace.call_place((), {"seq_lens_this_time": other, "ids_remove_padding": ids}) \
-        == ids.place
+    assert str(replace.call_place((ids, other), {})) == str(ids.place)
+    assert str(replace.call_place((), {"seq_lens_this_time": other,
+                                       "ids_remove_padding": ids})) == str(ids.place)
     with pytest.raises(TypeError, match="not a paddle.Tensor"):
         replace.call_place((np.zeros(1),), {})
     paddle.enable_static()

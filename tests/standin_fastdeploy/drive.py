@@ -52,6 +52,13 @@ import numpy as np
 
 spec = json.loads(sys.argv[1])
 records = []
+# FastDeploy imports Paddle before its plugins run, and Paddle 2's import sets
+# the root logger to WARNING: the level below is set after it, as Paddle 3's
+# import leaves it.
+try:
+    import paddle  # noqa: F401
+except ImportError:
+    pass
 if spec.get("capture_log", True):
     class Collect(logging.Handler):
         def emit(self, record):
