@@ -11,7 +11,8 @@
 # too), compute-sanitizer memcheck, racecheck and synccheck over a fuzz run, the
 # simulator's closed loop with the ops on the GPU, and the benchmarks. Exits
 # non-zero if any step failed. SKIP_PYTEST=1 skips the test suite (to run it
-# in a call of its own), SKIP_BENCH=1 the benchmarks,
+# in a call of its own; PYTEST_PARTS, default 12, sets how many processes run
+# it side by side), SKIP_BENCH=1 the benchmarks,
 # SKIP_NUMPY_BENCH=1 the one against the numpy reference; BENCH_ROUNDS sets
 # bench-gpu's interleaved rounds (default 7); FUZZ_SEED gives the sanitizers'
 # fuzz runs other states than the default seed's (gpu_fuzz.py --seed).
@@ -158,8 +159,36 @@ if ! step "error path raises" "raised" smoke; then
   step "error path raises (fallback)" "raised" smoke && failed=0
 fi
 step "registration check" "matches|DIFFER" python3 -m fastdeploy_mtp check
+# The whole suite in PYTEST_PARTS parts side by side (every test file in one
+# of them, in turn): one process takes longer than a call of the test
+# machine may, and most files use one core. Each part's log is kept.
+suite_in_parts() {
+  local n="${PYTEST_PARTS:-12}" p i f rc=0
+  for p in $(seq 0 $((n - 1))); do
+    local files=()
+    i=0
+    for f in tests/test_*.py; do
+      [ $((i % n)) -eq "$p" ] && files+=("$f")
+      i=$((i + 1))
+    done
+    python3 -m pytest -q -p no:cacheprovider -rfE "${files[@]}" > "$OUT/pytest_part_$p.log" 2>&1 &
+    eval "pid_$p=$!"
+  done
+  for p in $(seq 0 $((n - 1))); do
+    eval "wait \$pid_$p" || rc=1
+    echo "part $p: $(tail -n 1 "$OUT/pytest_part_$p.log")"
+  done
+  grep -h '^FAILED\|^ERROR' "$OUT"/pytest_part_*.log
+  cat "$OUT"/pytest_part_*.log | python3 -c "
+import re, sys
+total = {}
+for n, kind in re.findall(r'(\d+) (passed|failed|skipped|errors?)\b', sys.stdin.read()):
+    total[kind] = total.get(kind, 0) + int(n)
+print(', '.join(f'{n} {kind}' for kind, n in total.items()), 'in all')"
+  return $rc
+}
 if [ "${SKIP_PYTEST:-0}" != 1 ]; then
-  step "pytest (CPU and GPU)" "passed|failed" python3 -m pytest -q -p no:cacheprovider tests
+  step "pytest (CPU and GPU), ${PYTEST_PARTS:-12} parts side by side" "in all|failed" suite_in_parts
 fi
 for tool in memcheck racecheck synccheck; do
   step "$tool over the recompute, shadow and corrected forms' GPU cases" \
