@@ -127,7 +127,7 @@ def _build_library(args) -> int:
     """Builds the op library into the cache (or --into's folder), once."""
     from pathlib import Path
 
-    from . import _build, ops
+    from . import _build, _library
 
     if args.into is not None:
         # A program may set its own environment: the build below, and every
@@ -156,7 +156,7 @@ def _build_library(args) -> int:
     key = _build.source_hash(cuda)
     folder = _build.cache_root() / key
     before = _build.finished_build(folder, _build.MODULE_NAME)
-    ops._build_from_source()
+    _library._build_from_source()
     what = "the CPU op library"
     if cuda:
         archs, ptx = _build.cuda_archs()

@@ -1,6 +1,6 @@
 """Where the op library's sources are and how they are compiled.
 
-Shared by ``setup_ops.py`` (install) and ``fastdeploy_mtp.ops`` (build on first
+Shared by ``setup_ops.py`` (install) and ``fastdeploy_mtp._library`` (build on first
 use), so both compile the same files with the same flags.
 
 The sources are ``custom_ops/`` of a source checkout (an editable install), or

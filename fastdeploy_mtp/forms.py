@@ -10,7 +10,7 @@ so any form is a call away in any process::
 
 Each wrapper takes the form's inputs in FastDeploy's positional order (or by
 keyword), then its attributes, checks at the boundary what the C++ side
-cannot see, and raises :class:`ops.BadInputError`, changing nothing, on bad
+cannot see, and raises :class:`fastdeploy_mtp.ops.BadInputError`, changing nothing, on bad
 input. ``load(form).library`` holds the registered ops themselves under
 FastDeploy's op names, for positional calls as FastDeploy's proposer makes
 them. ``fastdeploy_mtp.ops``' wrappers are the process's form's.
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Callable
 
-from . import ops
+from . import _library
 from .signature import DEFAULT_FORM, FORMS, OpSignature, argument_help, op_name
 
 
@@ -45,9 +45,9 @@ def _wrapper(form: str, sig: OpSignature) -> Callable[..., Any]:
         if kwargs or len(args) != n_all:
             args = signature.bind(*args, **kwargs).args
         tensors, attrs = args[:n_tensors], args[n_tensors:]
-        ops._check_boundary(sig, tensors, attrs)
+        _library._check_boundary(sig, tensors, attrs)
         attrs = tuple(a.type(v) for a, v in zip(sig.attrs, attrs))
-        outs = ops._call(registered, sig, tensors, attrs)
+        outs = _library._call(registered, sig, tensors, attrs)
         if sig.fresh_outputs:
             return outs[0] if isinstance(outs, (list, tuple)) else outs
         return None
@@ -75,11 +75,11 @@ class FormOps:
         """The registered ops themselves under FastDeploy's op names, for
         positional calls as FastDeploy makes them (the library loaded, built
         the first time)."""
-        return SimpleNamespace(**{name: ops.raw_op(self.form, name) for name in FORMS[self.form]})
+        return SimpleNamespace(**{name: _library.raw_op(self.form, name) for name in FORMS[self.form]})
 
 
 @functools.lru_cache(maxsize=None)
 def load(form: str = DEFAULT_FORM) -> FormOps:
     """`form`'s typed wrappers. The library loads at the first call."""
-    ops.check_form(form)
+    _library.check_form(form)
     return FormOps(form, **{name: _wrapper(form, sig) for name, sig in FORMS[form].items()})

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from helpers import child_env
 
-from fastdeploy_mtp import _build, ops
+from fastdeploy_mtp import _build, _library
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = _build.MODULE_NAME
@@ -53,8 +53,8 @@ def builds(monkeypatch):
         assert (folder / f"{name}.so").read_bytes() == FAKE_LIBRARY, "loaded a partial library"
         return ("loaded", name)
 
-    monkeypatch.setattr(ops, "_compile", compile_)
-    monkeypatch.setattr(ops, "_load_built", load)
+    monkeypatch.setattr(_library, "_compile", compile_)
+    monkeypatch.setattr(_library, "_load_built", load)
     return done
 
 
@@ -65,7 +65,7 @@ def finished(final: Path) -> bool:
 
 def test_the_first_use_builds_once_and_says_what_and_why(cache, builds, capsys):
     root, final = cache
-    assert ops._build_from_source() == ("built", NAME)
+    assert _library._build_from_source() == ("built", NAME)
     err = capsys.readouterr().err
     kind = "CPU and CUDA" if _build.with_cuda() else "CPU"
     assert (f"fastdeploy_mtp: building the {kind} op library into {final}, "
@@ -74,7 +74,7 @@ def test_the_first_use_builds_once_and_says_what_and_why(cache, builds, capsys):
     assert len(err.splitlines()) == 2 and "built in" in err.splitlines()[1], err
     assert finished(final) and sorted(p.name for p in root.iterdir()) == [final.name,
                                                                        final.name + ".lock"]
-    assert ops._build_from_source() == ("loaded", NAME)
+    assert _library._build_from_source() == ("loaded", NAME)
     assert len(builds) == 1 and capsys.readouterr().err == ""
 
 
@@ -94,7 +94,7 @@ def test_a_half_finished_or_damaged_build_is_rebuilt_not_loaded(cache, builds, c
     if damage == "garbled marker":
         so.write_bytes(FAKE_LIBRARY)
         (final / _build.BUILT_MARKER).write_text("x")
-    assert ops._build_from_source() == ("built", NAME)
+    assert _library._build_from_source() == ("built", NAME)
     assert "since the build there is unfinished or damaged" in capsys.readouterr().err
     assert len(builds) == 1 and finished(final)
     assert sorted(p.name for p in root.iterdir()) == [final.name, final.name + ".lock"]
@@ -147,7 +147,7 @@ def test_a_second_process_waits_for_the_builder_and_loads_its_library(cache, bui
     root, final = cache
     holder = hold_lock(root, final, mode)
     t0 = time.time()
-    assert ops._build_from_source() == ("loaded", NAME)
+    assert _library._build_from_source() == ("loaded", NAME)
     assert time.time() - t0 > 0.5 and holder.wait(10) == 0
     err = capsys.readouterr().err
     assert err == (f"fastdeploy_mtp: waiting for another process building the "
@@ -160,7 +160,7 @@ def test_a_killed_builder_releases_the_lock_and_its_half_build_is_redone(cache, 
     root, final = cache
     holder = hold_lock(root, final, "hang")
     result = []
-    waiter = threading.Thread(target=lambda: result.append(ops._build_from_source()))
+    waiter = threading.Thread(target=lambda: result.append(_library._build_from_source()))
     waiter.start()
     try:
         waiter.join(1.0)
@@ -179,11 +179,11 @@ def test_a_released_lock_names_no_one_to_a_later_waiter(cache, builds, capsys):
     later builder has the lock but has not yet written its pid names that
     builder, not this process (which built before and holds nothing)."""
     root, final = cache
-    assert ops._build_from_source() == ("built", NAME)
+    assert _library._build_from_source() == ("built", NAME)
     _build._remove(final)  # the same key built again (its folder removed)
     capsys.readouterr()
     holder = hold_lock(root, final, "late")
-    assert ops._build_from_source() == ("loaded", NAME)
+    assert _library._build_from_source() == ("loaded", NAME)
     assert holder.wait(10) == 0
     err = capsys.readouterr().err
     assert f"(pid {holder.pid})" in err and f"(pid {os.getpid()})" not in err, err

@@ -176,13 +176,13 @@ def test_without_paddle_the_help_version_and_signature_still_work(tmp_path):
 # The loader's refusal (a missing compiler, an unusable cache folder, ...),
 # raised where the op library is loaded, as the loader raises it.
 BUILD_ERROR = """
-from fastdeploy_mtp import _build, ops
+from fastdeploy_mtp import _build, _library
 
 def refuse():
     raise _build.BuildError("no C++ compiler found: install g++, or name one in CXX")
 
-ops._build_from_source = refuse
-ops._installed_is_current = lambda: False
+_library._build_from_source = refuse
+_library._installed_is_current = lambda: False
 """
 
 
@@ -216,13 +216,13 @@ def test_a_build_error_of_several_lines_is_still_one(monkeypatch, capsys):
 def test_a_bug_keeps_its_traceback(error):
     """Only what a user can fix is one line: anything else is a bug to report."""
     code, _, err = _program(["simulate", "--steps", "2"], prelude=f"""
-from fastdeploy_mtp import ops
+from fastdeploy_mtp import _library
 
 def broken():
     raise {error}
 
-ops._build_from_source = broken
-ops._installed_is_current = lambda: False
+_library._build_from_source = broken
+_library._installed_is_current = lambda: False
 """)
     assert code == 1 and "Traceback" in err, (code, err)
 

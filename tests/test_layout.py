@@ -57,3 +57,82 @@ def test_the_import_scan_sees_relative_and_nested_imports(tmp_path):
         top, package)
     assert {"fastdeploy_mtp.ops", "fastdeploy_mtp.harness.tiny_model"} <= imported_modules(
         sub, package)
+
+
+def _module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = ["fastdeploy_mtp", *path.relative_to(package).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(package: Path = PACKAGE) -> dict:
+    """{module: the modules of `package` it imports} over the product (every
+    module but the harness's, the benchmarks' and __main__), imports inside
+    functions included; ``from pkg import name`` is an import of pkg.name
+    where that is a module, else of pkg."""
+    paths = [p for p in package.rglob("*.py")
+             if p.name != "__main__.py"
+             and not p.relative_to(package).parts[0] in ("harness", "bench")]
+    names = {_module_name(p, package): p for p in paths}
+    graph = {}
+    for name, path in names.items():
+        here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = here[:len(here) - node.level + 1] if node.level else []
+                module = ".".join(base + ([node.module] if node.module else []))
+                for a in node.names:
+                    edges.add(f"{module}.{a.name}" if f"{module}.{a.name}" in names else module)
+        graph[name] = {m for m in edges if m in names and m != name}
+    return graph
+
+
+def first_cycle(graph: dict):
+    """One cycle of `graph` as a list of its modules, or None."""
+    state = {}
+
+    def visit(node, path):
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt, path + [nxt])
+                if found:
+                    return found
+        state[node] = "done"
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            found = visit(start, [start])
+            if found:
+                return found
+    return None
+
+
+def test_no_product_modules_import_one_another_in_a_cycle():
+    """One job a module: the ops' public face (ops.py) imports the typed
+    wrappers (forms.py), which import the library's loading and calls
+    (_library.py), and nothing imports back, at the top or inside a function."""
+    cycle = first_cycle(import_graph())
+    assert cycle is None, " -> ".join(cycle)
+
+
+def test_the_cycle_scan_finds_a_cycle_through_a_function_s_import(tmp_path):
+    package = tmp_path / "fastdeploy_mtp"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from . import b\n")
+    (package / "b.py").write_text("def f():\n    from .a import g\n")
+    (package / "c.py").write_text("from . import a\n")
+    assert first_cycle(import_graph(package)) in (["fastdeploy_mtp.a", "fastdeploy_mtp.b",
+                                                   "fastdeploy_mtp.a"],
+                                                  ["fastdeploy_mtp.b", "fastdeploy_mtp.a",
+                                                   "fastdeploy_mtp.b"])
+    (package / "b.py").write_text("def f():\n    from . import c\n")
+    assert first_cycle(import_graph(package)) is not None
+    (package / "b.py").write_text("")
+    assert first_cycle(import_graph(package)) is None

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fastdeploy_mtp import _build, ops
+from fastdeploy_mtp import _build, _library, ops
 from fastdeploy_mtp.signature import FORMS
 
 
@@ -38,11 +38,11 @@ def installed(monkeypatch, tmp_path):
 
 def test_an_install_stamped_with_the_current_sources_is_used(installed):
     _build.write_install_stamp(_build.with_cuda())
-    assert ops._installed_is_current()
+    assert _library._installed_is_current()
 
 
 def test_an_install_without_a_stamp_is_not_used_in_a_checkout(installed, capsys):
-    assert not ops._installed_is_current()
+    assert not _library._installed_is_current()
     assert "using a fresh build" in capsys.readouterr().err
 
 
@@ -50,17 +50,17 @@ def test_an_install_from_other_sources_or_flags_is_not_used(installed, monkeypat
     _build.write_install_stamp(_build.with_cuda())
     flags = _build.compile_flags
     monkeypatch.setattr(_build, "compile_flags", lambda cuda: {**flags(cuda), "cxx": ["-O0"]})
-    assert not ops._installed_is_current()
+    assert not _library._installed_is_current()
 
 
 def test_outside_a_checkout_the_install_is_always_used(installed, monkeypatch):
     monkeypatch.setattr(_build, "in_source_checkout", lambda: False)
-    assert ops._installed_is_current()
+    assert _library._installed_is_current()
 
 
 def test_no_install_means_a_build(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
-    assert not ops._installed_is_current()
+    assert not _library._installed_is_current()
 
 
 def test_no_paddle_chatter_on_the_terminal():
@@ -290,9 +290,9 @@ def _refuse_cache(monkeypatch, value):
     """The one-line BuildError of the loader (and of the cache folder alone)
     with FASTDEPLOY_MTP_CACHE=value, before anything is compiled."""
     monkeypatch.setenv("FASTDEPLOY_MTP_CACHE", str(value))
-    monkeypatch.setattr(ops, "_compile", lambda *a: pytest.fail("compiled"))
+    monkeypatch.setattr(_library, "_compile", lambda *a: pytest.fail("compiled"))
     with pytest.raises(_build.BuildError) as e:
-        ops._build_from_source()
+        _library._build_from_source()
     return _one_line(e)
 
 
@@ -334,9 +334,9 @@ def test_a_cache_variable_naming_an_unwritable_place_is_refused(monkeypatch):
 def test_the_build_variable_set_empty_and_unset(monkeypatch, value, forced):
     """1 builds from source even where a current library is installed."""
     set_env(monkeypatch, "FASTDEPLOY_MTP_BUILD", value)
-    monkeypatch.setattr(ops, "_installed_is_current", lambda: True)
-    monkeypatch.setattr(ops, "_import_installed", lambda: "installed")
-    monkeypatch.setattr(ops, "_build_from_source", lambda: "built")
+    monkeypatch.setattr(_library, "_installed_is_current", lambda: True)
+    monkeypatch.setattr(_library, "_import_installed", lambda: "installed")
+    monkeypatch.setattr(_library, "_build_from_source", lambda: "built")
     assert _build.force_build() is forced
     assert ops.load_library.__wrapped__() == ("built" if forced else "installed")
 
@@ -386,9 +386,9 @@ def test_no_compiler_is_one_line_naming_it(monkeypatch, tmp_path, how, capsys):
         monkeypatch.setenv(var, value)
         expected = f"{var}={value!r} is not found"
     monkeypatch.setenv("FASTDEPLOY_MTP_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(ops, "_compile", lambda *a: pytest.fail("compiled"))
+    monkeypatch.setattr(_library, "_compile", lambda *a: pytest.fail("compiled"))
     with pytest.raises(_build.BuildError) as e:
-        ops._build_from_source()
+        _library._build_from_source()
     msg = _one_line(e)
     assert msg.startswith(f"no C++ compiler to build the op library: {expected}"), msg
     assert "install g++" in msg
@@ -404,7 +404,7 @@ def test_the_builder_s_own_failure_is_one_line_from_its_exception(monkeypatch, t
     monkeypatch.setenv("FASTDEPLOY_MTP_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(_build, "missing_compiler", lambda: None)
     with pytest.raises(_build.BuildError) as e:
-        ops._build_from_source()
+        _library._build_from_source()
     msg = _one_line(e)
     assert msg.startswith("building the ") and msg.endswith(
         "failed: the compiler or linker failed (its messages are above)"), msg

@@ -196,7 +196,7 @@ def test_build_for_archs_records_them_for_the_processes_after_it(monkeypatch, tm
     compiles for those archs, records them in DIR, and a process started
     later on a 9.0 machine, without FASTDEPLOY_MTP_CUDA_ARCH, computes the
     same build's hash, so it loads that build instead of compiling."""
-    from fastdeploy_mtp import ops
+    from fastdeploy_mtp import _library
 
     for name in (_build.ARCH_VARIABLE, _build.CACHE_VARIABLE):
         monkeypatch.setenv(name, "")  # restored after the test: build sets them
@@ -205,7 +205,7 @@ def test_build_for_archs_records_them_for_the_processes_after_it(monkeypatch, tm
     monkeypatch.setattr(_build, "nvcc_archs", lambda: (75, 80, 86, 89, 90, 100))
     monkeypatch.setattr(_build, "visible_gpu_archs", lambda: (90,))
     built = []
-    monkeypatch.setattr(ops, "_build_from_source",
+    monkeypatch.setattr(_library, "_build_from_source",
                         lambda: built.append((_build.source_hash(True),
                                               _build.cuda_arch_flags())))
     into = tmp_path / "prebuilt"
@@ -227,12 +227,12 @@ def test_build_for_archs_records_them_for_the_processes_after_it(monkeypatch, tm
 
 def test_build_into_the_default_cache_says_which_processes_load_it(monkeypatch, tmp_path,
                                                                    capsys):
-    from fastdeploy_mtp import ops
+    from fastdeploy_mtp import _library
 
     monkeypatch.setenv(_build.CACHE_VARIABLE, "")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(_build, "with_cuda", lambda: False)
-    monkeypatch.setattr(ops, "_build_from_source", lambda: None)
+    monkeypatch.setattr(_library, "_build_from_source", lambda: None)
     assert cli.main(["build"]) == 0
     folder = tmp_path / "fastdeploy_mtp" / _build.source_hash(False)
     assert capsys.readouterr().out == (

@@ -154,12 +154,12 @@ def test_the_captured_draft_s_warm_up_calls_both_ops_on_a_throwaway_state(monkey
     the same calls run) on a proposer of its own, not the runner's."""
     import paddle
 
-    from fastdeploy_mtp import captured, ops
+    from fastdeploy_mtp import _library, captured
 
     seen = []
-    real = ops._call
-    monkeypatch.setattr(ops, "_call", lambda form, sig, *a: (seen.append(sig.name),
-                                                             real(form, sig, *a))[1])
+    real = _library._call
+    monkeypatch.setattr(_library, "_call", lambda form, sig, *a: (seen.append(sig.name),
+                                                                  real(form, sig, *a))[1])
     captured._warm_up(paddle.CPUPlace())
     assert sorted(seen) == ["draft_model_preprocess", "update_attn_mask_offsets"]
 

@@ -16,7 +16,7 @@ the same run on the same state:
 - async: ``not_need_stop`` on the GPU (no copy, no synchronise), against an op
   of the same signature that launches one empty kernel; per-call time of
   back-to-back calls, one sync at the end. "ours async" goes through the
-  Python wrapper (``ops.py``, which checks what C++ cannot see), "raw op" calls
+  Python wrapper (``forms.py``, which checks what C++ cannot see), "raw op" calls
   the registered op positionally, as FastDeploy does and as the empty-kernel
   op is called: the two apart show what the wrapper costs;
 - the same for ``update_attn_mask_offsets`` (async through

@@ -48,7 +48,7 @@ import logging
 from typing import Dict, Optional, Tuple
 
 from ..log import first_line, say
-from . import Patch
+from .patch import Patch
 
 # Where the proposer notes the tokens its next preprocess must write:
 # {slot: (column, token)}.
