@@ -46,6 +46,10 @@ class BadInputError(ValueError):
     """An op refused its input; every tensor is as it was before the call."""
 
 
+# Named where callers catch it (a traceback says fastdeploy_mtp.ops.BadInputError).
+BadInputError.__module__ = "fastdeploy_mtp.ops"
+
+
 _say = _build.say
 
 
