@@ -27,16 +27,11 @@ import functools
 import importlib
 import importlib.util
 import os
-from typing import Any
 
 import numpy as np
 
 from . import _build
 from .signature import FORMS, op_name
-
-Tensor = Any  # paddle.Tensor; kept loose so importing this module needs no Paddle
-
-
 
 # Raised, in one line, by whatever needs Paddle where none is installed.
 PaddleMissingError = _build.PaddleMissingError
@@ -46,7 +41,10 @@ class BadInputError(ValueError):
     """An op refused its input; every tensor is as it was before the call."""
 
 
-# Named where callers catch it (a traceback says fastdeploy_mtp.ops.BadInputError).
+# Named where callers catch it: tracebacks and pickles show
+# fastdeploy_mtp.ops.BadInputError, the name callers import and catch (ops
+# re-exports this class, so unpickling finds it there). The cost:
+# inspect.getsource(ops.BadInputError) looks in ops.py and fails.
 BadInputError.__module__ = "fastdeploy_mtp.ops"
 
 
