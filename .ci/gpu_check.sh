@@ -23,6 +23,11 @@
 # steps alone (SKIP_PYTEST=1 skips their tests, SKIP_FUZZ=1 their fuzz runs,
 # so that they fit two calls; the build is cached between them).
 set -u
+PYTEST_PARTS="${PYTEST_PARTS:-12}"
+if ! [[ $PYTEST_PARTS =~ ^[1-9][0-9]*$ ]]; then
+  echo "gpu_check.sh: PYTEST_PARTS must be a whole number of at least 1, not '$PYTEST_PARTS'" >&2
+  exit 2
+fi
 OUT="${OUT:-$PWD/gpu-report}"
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -163,32 +168,49 @@ step "registration check" "matches|DIFFER" python3 -m fastdeploy_mtp check
 # of them, in turn): one process takes longer than a call of the test
 # machine may, and most files use one core. Each part's log is kept.
 suite_in_parts() {
-  local n="${PYTEST_PARTS:-12}" p i f rc=0
-  for p in $(seq 0 $((n - 1))); do
-    local files=()
-    i=0
-    for f in tests/test_*.py; do
-      [ $((i % n)) -eq "$p" ] && files+=("$f")
-      i=$((i + 1))
-    done
-    python3 -m pytest -q -p no:cacheprovider -rfE "${files[@]}" > "$OUT/pytest_part_$p.log" 2>&1 &
-    eval "pid_$p=$!"
+  local n="$PYTEST_PARTS" p i rc=0 logs=() files=() pids=() all=(tests/test_*.py)
+  [ -e "${all[0]}" ] || { echo "failed: no tests/test_*.py to run"; return 1; }
+  # No more parts than files: pytest given no file runs the whole suite.
+  [ "$n" -gt "${#all[@]}" ] && n=${#all[@]}
+  # A persistent $OUT holds an earlier run's parts, perhaps more of them.
+  rm -f "$OUT"/pytest_part_*.log
+  for ((p = 0; p < n; p++)); do
+    files=()
+    for ((i = p; i < ${#all[@]}; i += n)); do files+=("${all[i]}"); done
+    logs[p]="$OUT/pytest_part_$p.log"
+    python3 -m pytest -q -p no:cacheprovider -rfE "${files[@]}" > "${logs[p]}" 2>&1 &
+    pids[p]=$!
   done
-  for p in $(seq 0 $((n - 1))); do
-    eval "wait \$pid_$p" || rc=1
-    echo "part $p: $(tail -n 1 "$OUT/pytest_part_$p.log")"
+  for ((p = 0; p < n; p++)); do
+    wait "${pids[p]}" || rc=1
+    echo "part $p: $(tail -n 1 "${logs[p]}")"
   done
-  grep -h '^FAILED\|^ERROR' "$OUT"/pytest_part_*.log
-  cat "$OUT"/pytest_part_*.log | python3 -c "
+  grep -h '^FAILED\|^ERROR' "${logs[@]}"
+  # Each part's counts from the last line shaped like pytest's closing line
+  # alone: pytest writes it after the -rfE reports, which quote test output
+  # that may hold such lines too.
+  python3 - "${logs[@]}" <<'EOF'
 import re, sys
-total = {}
-for n, kind in re.findall(r'(\d+) (passed|failed|skipped|errors?)\b', sys.stdin.read()):
-    total[kind] = total.get(kind, 0) + int(n)
-print(', '.join(f'{n} {kind}' for kind, n in total.items()), 'in all')"
-  return $rc
+line = re.compile(r"=* *((?:\d+ [a-z]+(?:, )?)+) in [\d.]+s(?: \([\d:]+\))? *=*")
+total, missing = {}, 0
+for log in sys.argv[1:]:
+    with open(log, errors="replace") as f:
+        closing = [m for m in map(line.fullmatch, f.read().splitlines()) if m]
+    if not closing:
+        missing += 1
+        continue
+    for n, kind in re.findall(r"(\d+) ([a-z]+)", closing[-1].group(1)):
+        kind = {"error": "errors", "warning": "warnings"}.get(kind, kind)  # 1 error, 2 errors
+        total[kind] = total.get(kind, 0) + int(n)
+words = [f"{n} {kind}" for kind, n in total.items()]
+if missing:
+    words.append(f"{missing} parts failed without pytest's closing line")
+print(", ".join(words), "in all")
+EOF
+  return "$rc"
 }
 if [ "${SKIP_PYTEST:-0}" != 1 ]; then
-  step "pytest (CPU and GPU), ${PYTEST_PARTS:-12} parts side by side" "in all|failed" suite_in_parts
+  step "pytest (CPU and GPU), $PYTEST_PARTS parts side by side" "in all|failed" suite_in_parts
 fi
 for tool in memcheck racecheck synccheck; do
   step "$tool over the recompute, shadow and corrected forms' GPU cases" \
