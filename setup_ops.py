@@ -38,5 +38,6 @@ else:
 print(f"building {_build.MODULE_NAME} for {target}", flush=True)
 setup(name=_build.MODULE_NAME, ext_modules=extension)
 if "install" in sys.argv:
-    # Tells fastdeploy_mtp.ops, in this checkout, that the install is current.
+    # Tells fastdeploy_mtp._library._installed_is_current, in this checkout,
+    # that the install is current.
     _build.write_install_stamp(cuda)

@@ -16,9 +16,10 @@ the same run on the same state:
 - async: ``not_need_stop`` on the GPU (no copy, no synchronise), against an op
   of the same signature that launches one empty kernel; per-call time of
   back-to-back calls, one sync at the end. "ours async" goes through the
-  Python wrapper (``forms.py``, which checks what C++ cannot see), "raw op" calls
-  the registered op positionally, as FastDeploy does and as the empty-kernel
-  op is called: the two apart show what the wrapper costs;
+  Python wrapper (``forms.py``, whose ``_library._check_boundary`` checks what
+  C++ cannot see), "raw op" calls the registered op positionally, as
+  FastDeploy does and as the empty-kernel op is called: the two apart show
+  what the wrapper costs;
 - the same for ``update_attn_mask_offsets`` (async through
   ``FASTDEPLOY_MTP_ASYNC_MASK=1``).
 The baseline's result is compared with our op's at every size (the tests hold
