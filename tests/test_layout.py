@@ -136,3 +136,35 @@ def test_the_cycle_scan_finds_a_cycle_through_a_function_s_import(tmp_path):
     assert first_cycle(import_graph(package)) is not None
     (package / "b.py").write_text("")
     assert first_cycle(import_graph(package)) is None
+
+
+def _package(root: Path, files: dict) -> Path:
+    """A fake fastdeploy_mtp under `root`, of `files` ({relative path: source})."""
+    package = root / "fastdeploy_mtp"
+    for rel, text in {"__init__.py": "", **files}.items():
+        (package / rel).parent.mkdir(parents=True, exist_ok=True)
+        (package / rel).write_text(text)
+    return package
+
+
+@pytest.mark.parametrize("files,cycle", [
+    ({"plugin/detect.py": "from .patches import patch\n",
+      "plugin/patches/patch.py": "def f():\n    from ..detect import signatures\n"},
+     ["fastdeploy_mtp.plugin.detect", "fastdeploy_mtp.plugin.patches.patch"]),
+    ({"ops.py": "from .plugin.patches.patch import Patch\n",
+      "plugin/patches/patch.py": "from ... import ops\n"},
+     ["fastdeploy_mtp.ops", "fastdeploy_mtp.plugin.patches.patch"]),
+    ({"plugin/__init__.py": "from .detect import choose\n",
+      "plugin/detect.py": "from . import FORM_VARIABLE\n"},
+     ["fastdeploy_mtp.plugin", "fastdeploy_mtp.plugin.detect"]),
+], ids=["from ..module, two levels down", "from ... import module, the package's top",
+        "through a package's __init__"])
+def test_the_cycle_scan_finds_a_cycle_across_levels_and_through_a_package(tmp_path, files,
+                                                                            cycle):
+    """Each relative import is resolved from its own module's package (a
+    package's __init__ is in that package itself), however many levels up."""
+    package = _package(tmp_path, files)
+    found = first_cycle(import_graph(package))
+    assert found is not None and found[0] == found[-1] and sorted(found[1:]) == cycle, found
+    (package / next(iter(files))).write_text("")  # one side of it, emptied: no cycle
+    assert first_cycle(import_graph(package)) is None
