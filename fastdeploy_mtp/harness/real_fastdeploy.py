@@ -122,6 +122,7 @@ class Result:
     # With against_replay: the replay's step beside FastDeploy's on the same
     # buffers (replay_twin): steps, substeps, mismatches, the first.
     replay: Dict[str, object] = field(default_factory=dict)
+    kv_scheduler: str = "v1"
 
     @property
     def total_violations(self) -> int:
@@ -135,7 +136,9 @@ class Result:
 
     def line(self) -> str:
         v = self.violations
-        return (f"{self.commit} {self.role} k={self.k} mode={self.mode} kernels={self.kernels}: "
+        sched = "" if self.kv_scheduler == "v1" else f" kv-scheduler={self.kv_scheduler}"
+        return (f"{self.commit} {self.role}{sched} k={self.k} mode={self.mode} "
+                f"kernels={self.kernels}: "
                 f"{self.tokens} draft tokens checked, {self.disagreements} disagreements, "
                 f"{self.total_violations} violations (mask {v['mask']}, tokens {v['tokens']}, "
                 f"unwritten {v['unwritten']}); {self.requests} requests, {self.steps} steps; "
@@ -169,6 +172,21 @@ def tree_commit(src: pathlib.Path) -> str:
         return name
     return "mtp.py:" + hashlib.sha256((src / "fastdeploy/spec_decode/mtp.py").read_bytes()
                                       ).hexdigest()[:9]
+
+
+def check_v0(tree: pathlib.Path, role: str, image_prob: float, prefix_cache: float,
+             against_replay: bool) -> None:
+    """The v0 scheduler's runs the harness makes: a mixed node, text prompts,
+    no prefix cache, at a tree whose runner still calls the proposer's v0
+    chunk path (up to 2178f2829; 97eee7567 retired the v0 scheduler)."""
+    if role != "mixed" or image_prob > 0 or prefix_cache > 0 or against_replay:
+        raise HarnessError("the v0 scheduler's runs are a mixed node's, on text prompts, "
+                           "without prefix cache or the replay: --role mixed --image-prob 0 "
+                           "--prefix-cache 0")
+    runner = tree / "fastdeploy" / "worker" / "gpu_model_runner.py"
+    if not runner.is_file() or "update_task_chunk_prefill(" not in runner.read_text():
+        raise HarnessError(f"FastDeploy's runner at {tree} has no v0 scheduler's chunk path "
+                           f"(its proposer's update_task_chunk_prefill is never called)")
 
 
 def missing_deps(deps: Optional[str]) -> List[str]:
@@ -267,7 +285,7 @@ def _bool_attribute_workaround(mtp, models) -> None:
 
 
 def import_fastdeploy(src: pathlib.Path, deps: Optional[str], kernels: str, drift: bool = False,
-                      workaround: bool = True):
+                      workaround: bool = True, v1: str = "1"):
     """Import FastDeploy's proposer and runner from `src` in this process,
     with the stand-in ops; load our plugin through FastDeploy's loader unless
     `kernels` is "fastdeploy". Returns (mtp module, runner module, models)."""
@@ -289,7 +307,7 @@ def import_fastdeploy(src: pathlib.Path, deps: Optional[str], kernels: str, drif
     # later commits none (lines 42-46 at 9018ccf74); an empty name loads none
     # at every commit.
     plugins = "fastdeploy_mtp" if kernels == "ours" else ""
-    with _env(FD_PLUGINS=plugins, ENABLE_V1_KVCACHE_SCHEDULER="1"):
+    with _env(FD_PLUGINS=plugins, ENABLE_V1_KVCACHE_SCHEDULER=v1):
         importlib.import_module("fastdeploy.model_executor.models")
         mtp = importlib.import_module("fastdeploy.spec_decode.mtp")
         if (src / "fastdeploy" / "spec_decode" / "mtp_cuda.py").is_file():
@@ -328,8 +346,8 @@ class _Cfg(types.SimpleNamespace):
         return self
 
 
-def make_config(role: str, k: int, batch: int, max_model_len: int):
-    model = _Cfg(max_model_len=max_model_len, enable_mm=True, pad_token_id=0, vocab_size=VOCAB,
+def make_config(role: str, k: int, batch: int, max_model_len: int, mm: bool = True):
+    model = _Cfg(max_model_len=max_model_len, enable_mm=mm, pad_token_id=0, vocab_size=VOCAB,
                  head_dim=16, hidden_size=64, rope_theta=10000.0, partial_rotary_factor=1.0,
                  model_type="ernie", max_stop_seqs_num=5, stop_seqs_max_len=8, top_p=0.7,
                  temperature=0.95, penalty_score=1.0, frequency_score=0.0, presence_score=0.0,
@@ -353,7 +371,7 @@ def make_config(role: str, k: int, batch: int, max_model_len: int):
               scheduler_config=sched, parallel_config=parallel, graph_opt_config=graph,
               routing_replay_config=_Cfg(enable_routing_replay=False),
               early_stop_config=_Cfg(enable_early_stop=False), quant_config=None,
-              load_config=_Cfg(), enable_mm_runtime=True)
+              load_config=_Cfg(), enable_mm_runtime=mm)
     # The chunk budget of a multimodal batch (config.py get_max_chunk_tokens);
     # the harness's prompts fit in one.
     fd.get_max_chunk_tokens = lambda *a, **kw: sched.max_num_batched_tokens
@@ -431,10 +449,19 @@ class Request:
     # draft tokens (read by the runner's insert from 7a6c28781 on,
     # gpu_model_runner.py lines 871-877 there).
     draft_token_ids: Optional[List[int]] = None
+    # The v0 scheduler's: the PD role (None on a mixed node), the chunk sizes
+    # the engine splits the prompt into (common_engine.py 9018ccf74 lines
+    # 552-603) and the runner's cursor over them.
+    disaggregate_info: Optional[dict] = None
+    prefill_chunk_info: Optional[List[int]] = None
+    chunk_idx: int = 0
 
     def get(self, name, default=None):
         value = getattr(self, name, None)
         return default if value is None else value
+
+    def set(self, name, value):
+        setattr(self, name, value)
 
 
 # -- the judge: the tiny draft model in FastDeploy's forward ------------------
@@ -484,9 +511,16 @@ class Judge:
         enc = meta.seq_lens_encoder.numpy().reshape(-1)
         dec = meta.seq_lens_decoder.numpy().reshape(-1)
         cu = meta.cu_seqlens_q.numpy().reshape(-1)
-        offsets = meta.attn_mask_offsets.numpy().reshape(-1)[:2 * ids.shape[0]]
         fed = [(b, int(cu[b]), int(n_all[b]), int(dec[b])) for b in range(n_all.shape[0])
                if n_all[b] > 0]
+        if meta.attn_mask_offsets is not None:
+            offsets = meta.attn_mask_offsets.numpy().reshape(-1)[:2 * ids.shape[0]]
+        else:
+            # A text model's proposer passes no mask offsets (mtp.py 9018ccf74
+            # line 713): its attention is causal, each token attending [0, p].
+            offsets = np.zeros(2 * ids.shape[0], np.int32)
+            for b, q, n, start in fed:
+                offsets[2 * q + 1:2 * (q + n):2] = start + np.arange(n) + 1
         # A decode substep of a request whose prompt is not all prefilled yet
         # (after a chunk that is not its last) runs on the draft's own samples
         # at positions the next chunk prefills again: FastDeploy's base model
@@ -652,7 +686,12 @@ class Node:
                  rng, args):
         self.fd, self.role, self.k, self.batch = fd, role, k, batch
         self.mtp, self.runner_mod = fd["mtp"], fd["runner"]
-        cfg = make_config(role, k, batch, max_model_len)
+        # The v0 scheduler's runner serves a text model alone (a multimodal
+        # chunk reaches its proposer as a dict: common_engine.py 9018ccf74
+        # lines 664-679, mtp.py 664-665).
+        self.v0 = args.kv_scheduler == "v0"
+        mm = not self.v0
+        cfg = make_config(role, k, batch, max_model_len, mm)
         self.judge = Judge(batch, max_model_len, result, role)
         self.result = result
         noop = (lambda *a, **kw: None)
@@ -673,7 +712,9 @@ class Node:
                      "parallel_config", "graph_opt_config"):
             setattr(r, name, getattr(cfg, name))
         r.fd_config = cfg
-        r.enable_mm, r.speculative_method, r.speculative_decoding = True, "mtp", True
+        r.enable_mm, r.speculative_method, r.speculative_decoding = mm, "mtp", True
+        # The v0 runner's chunked requests between steps (its __init__).
+        r.restore_chunked_prefill_request = {}
         r.is_pooling_model, r.enable_logprob, r.enable_entropy = False, False, False
         r.sampler = _Sampler()
         r.prompt_logprobs_reqs, r.in_progress_prompt_logprobs = {}, {}
@@ -729,7 +770,7 @@ class Node:
         p.quant_config = None
         p.max_num_seqs, p.max_model_len = batch, max_model_len
         p.speculative_method, p.max_draft_token_num, p.num_model_steps = "mtp", k, k
-        p.max_ngram_size, p.min_ngram_size, p.enable_mm = 5, 2, True
+        p.max_ngram_size, p.min_ngram_size, p.enable_mm = 5, 2, mm
         p.num_main_model_layers, p.local_rank, p.device_id = 1, 0, 0
         p.forward_meta = None
         p.target_model_inputs = r.share_inputs
@@ -746,7 +787,7 @@ class Node:
             p._propose = p._propose_cuda
         if hasattr(type(p), "_prepare_inputs_cuda"):
             p._prepare_inputs = p._prepare_inputs_cuda
-        p.use_attn_mask_offset = True  # dad5a432a: enable_mm (mtp.py line 76 there)
+        p.use_attn_mask_offset = mm  # dad5a432a: enable_mm (mtp.py line 76 there)
         # 7a6c28781's host copy of the output count and its CUDA event
         # (mtp.py lines 134-135 there).
         import paddle
@@ -808,6 +849,8 @@ class Node:
         self.judge.where = where
         if not self.live:
             return []  # an idle engine runs no step
+        if self.v0:
+            return self._step_v0()
         tasks = []
         for b, req in sorted(self.live.items()):
             n = len(req["prompt"])
@@ -862,6 +905,45 @@ class Node:
                 del self.live[b]
         return handed
 
+    def _step_v0(self) -> List[tuple]:
+        """One engine step of the v0 scheduler (a mixed node): a new request's
+        first chunk through the runner's ``insert_prefill_inputs``, the base
+        model, the proposer, then the runner's ``_update_chunked_prefill``
+        with the step's new requests, which sets up each request's next chunk
+        (or its first decode) for the next step and calls the proposer's
+        ``update_task_chunk_prefill`` (gpu_model_runner.py 9018ccf74 lines
+        2057-2119, called at line 2572 after the proposer's run). Its
+        ``step_cuda`` (line 2564) only hands out and frees KV blocks, which
+        the harness's fixed block tables need not."""
+        new = []
+        for b, req in sorted(self.live.items()):
+            if "task" in req:
+                continue
+            n = len(req["prompt"])
+            chunk = self.args.chunk or n
+            task = self.task(b, req, 0, n)
+            task.prefill_chunk_info = [min(chunk, n - s) for s in range(0, n, chunk)]
+            req["task"] = task
+            new.append(task)
+        if new:
+            self.runner.insert_prefill_inputs(new, self.batch)
+        for req in self.live.values():
+            # What the base model computes this step: up to the end of the
+            # chunk the runner set up last (chunk_idx is one past it).
+            task = req["task"]
+            req["done"] = min(sum(task.prefill_chunk_info[:task.chunk_idx]), len(req["prompt"]))
+        self.base.step(self.live)
+        import paddle
+
+        self.proposer.run(full_hidden_states=paddle.zeros([1, 1], dtype="float32"))
+        self._trace()
+        self.runner._update_chunked_prefill(new or None)
+        stop = self.runner.share_inputs["stop_flags"].numpy().reshape(-1)
+        for b in list(self.live):
+            if stop[b] and self.live[b]["done"] >= len(self.live[b]["prompt"]):
+                del self.live[b]
+        return []
+
     def _trace(self) -> None:
         mi, si = self.proposer.model_inputs, self.runner.share_inputs
         parts = [b"S"]
@@ -900,8 +982,10 @@ def _run_here(src: str, role: str, k: int, steps: int, batch: int, seed: int, ch
               max_prompt: int = 40, max_dec_len: int = 24, eos_prob: float = 0.05,
               finish_prob: float = 0.05, arrival_prob: float = 0.5, drift: bool = False,
               workaround: bool = True, draft_eos_prob: float = 0.0,
-              against_replay: bool = False) -> Result:
+              against_replay: bool = False, kv_scheduler: str = "v1") -> Result:
     tree = check_tree(src)
+    if kv_scheduler == "v0":
+        check_v0(tree, role, image_prob, prefix_cache, against_replay)
     commit = tree_commit(tree)
     mode = os.environ.get("FASTDEPLOY_MTP_MODE") or "unset"
     if against_replay and kernels == "ours" and mode != "exact":
@@ -911,17 +995,19 @@ def _run_here(src: str, role: str, k: int, steps: int, batch: int, seed: int, ch
     if drift and kernels != "fastdeploy":
         raise HarnessError("a planted drift goes into FastDeploy's modelled mask op: "
                            "use kernels='fastdeploy'")
-    mtp, runner_mod, models = import_fastdeploy(tree, deps, kernels, drift, workaround)
-    result = Result(commit=commit, role=role, k=k, mode=mode, kernels=kernels, forms=models)
+    v1 = "0" if kv_scheduler == "v0" else "1"
+    mtp, runner_mod, models = import_fastdeploy(tree, deps, kernels, drift, workaround, v1)
+    result = Result(commit=commit, role=role, k=k, mode=mode, kernels=kernels, forms=models,
+                    kv_scheduler=kv_scheduler)
     args = types.SimpleNamespace(max_prompt=max_prompt, image_prob=image_prob, chunk=chunk,
                                  prefix_cache=prefix_cache, max_dec_len=max_dec_len,
                                  eos_prob=eos_prob, finish_prob=finish_prob, seed=seed,
-                                 draft_eos_prob=draft_eos_prob)
+                                 draft_eos_prob=draft_eos_prob, kv_scheduler=kv_scheduler)
     rng = np.random.default_rng(seed)
     max_model_len = max_prompt + max_dec_len + 2 * k + 8
     fd = {"mtp": mtp, "runner": runner_mod}
     roles = ("prefill", "decode") if role == "pd" else (role,)
-    env = {"ENABLE_V1_KVCACHE_SCHEDULER": "1"}
+    env = {"ENABLE_V1_KVCACHE_SCHEDULER": v1}
     with _env(**env), _empty_slice_shim():
         nodes = [Node(fd, r, k, batch, max_model_len, result, rng, args) for r in roles]
         if against_replay:
@@ -984,33 +1070,46 @@ def _run_here(src: str, role: str, k: int, steps: int, batch: int, seed: int, ch
 
 # -- the entry points ---------------------------------------------------------
 
+def default_image_prob(kv_scheduler: str) -> float:
+    """Half the prompts with images, where the scheduler serves them (v1)."""
+    return 0.0 if kv_scheduler == "v0" else 0.5
+
+
 KERNELS = ("ours", "fastdeploy")
 ROLES = ("mixed", "pd")
+SCHEDULERS = ("v1", "v0")
 
 
 def run(src=None, *, role: str = "mixed", k: int = 2, steps: int = 40, batch: int = 4,
-        seed: int = 0, chunk: int = 0, prefix_cache: float = 0.0, image_prob: float = 0.5,
+        seed: int = 0, chunk: int = 0, prefix_cache: float = 0.0,
+        image_prob: Optional[float] = None,
         kernels: str = "ours", deps: Optional[str] = None, drift: bool = False,
         workaround: bool = True, draft_eos_prob: float = 0.0, timeout: float = 900,
-        mode: Optional[str] = None, against_replay: bool = False) -> Result:
+        mode: Optional[str] = None, against_replay: bool = False,
+        kv_scheduler: str = "v1") -> Result:
     """Run FastDeploy's proposer from the tree `src` (default: $FASTDEPLOY_SRC)
     in a child process (its imports, platform shim and plugin stay there) and
     return what the judge counted. `kernels`: "ours" (the plugin's ops,
     loaded by FastDeploy's loader) or "fastdeploy" (FastDeploy's own kernels,
     modelled); `role`: "mixed" or "pd" (a prefill node handing each request
-    with its draft K/V to a decode node). Raises HarnessError with one line."""
+    with its draft K/V to a decode node); `kv_scheduler`: "v1", or "v0" for
+    the v0 scheduler's insert and chunk path (a mixed node, text prompts);
+    `image_prob` defaults to 0.5 on v1, 0 on v0. Raises HarnessError with
+    one line."""
     import json
 
     src = src or os.environ.get("FASTDEPLOY_SRC")
     check_tree(src)
-    if role not in ROLES or kernels not in KERNELS:
-        raise HarnessError(f"role must be one of {ROLES} and kernels one of {KERNELS}")
+    if role not in ROLES or kernels not in KERNELS or kv_scheduler not in SCHEDULERS:
+        raise HarnessError(f"role must be one of {ROLES}, kernels one of {KERNELS} and "
+                           f"kv_scheduler one of {SCHEDULERS}")
     deps = deps or os.environ.get(DEPS_ENV) or DEFAULT_DEPS
+    image_prob = default_image_prob(kv_scheduler) if image_prob is None else image_prob
     cmd = [sys.executable, "-m", "fastdeploy_mtp.harness.real_fastdeploy", "--src", str(src),
            "--role", role, "--k", str(k), "--steps", str(steps), "--batch", str(batch),
            "--seed", str(seed), "--chunk", str(chunk), "--prefix-cache", str(prefix_cache),
            "--image-prob", str(image_prob), "--kernels", kernels, "--deps", deps,
-           "--draft-eos-prob", str(draft_eos_prob), "--json"]
+           "--draft-eos-prob", str(draft_eos_prob), "--kv-scheduler", kv_scheduler, "--json"]
     if drift:
         cmd.append("--drift")
     if against_replay:
@@ -1052,7 +1151,9 @@ def main(argv=None) -> int:
     ap.add_argument("--chunk", type=int, default=0, help="chunked prefill budget (0: whole)")
     ap.add_argument("--prefix-cache", type=float, default=0.0,
                     help="probability a prompt starts at a prefix-cache hit")
-    ap.add_argument("--image-prob", type=float, default=0.5)
+    ap.add_argument("--image-prob", type=float, default=None,
+                    help="probability a prompt holds images (default 0.5; 0 with --kv-scheduler "
+                         "v0)")
     ap.add_argument("--kernels", choices=KERNELS, default="ours",
                     help="ours: the plugin's ops; fastdeploy: FastDeploy's own (modelled)")
     ap.add_argument("--deps", default=os.environ.get(DEPS_ENV) or DEFAULT_DEPS,
@@ -1063,11 +1164,16 @@ def main(argv=None) -> int:
                     help="run the replay's step (simulate --runner fastdeploy) beside each of "
                          "FastDeploy's on the same buffers and count where they part "
                          "(the exact mode or --kernels fastdeploy)")
+    ap.add_argument("--kv-scheduler", choices=SCHEDULERS, default="v1",
+                    help="v0: FastDeploy's v0 scheduler's insert and chunk path "
+                         "(ENABLE_V1_KVCACHE_SCHEDULER=0; a mixed node, text prompts)")
     ap.add_argument("--drift", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--no-bool-workaround", dest="workaround", action="store_false",
                     help="pass FastDeploy's int kvcache_scheduler_v1 to the plugin's op as is")
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.image_prob is None:
+        a.image_prob = default_image_prob(a.kv_scheduler)
     # FastDeploy's loggers write under FD_LOG_DIR ("log" in the working
     # directory by default, fastdeploy/envs.py); keep them out of the tree.
     if not os.environ.get("FD_LOG_DIR"):
@@ -1078,7 +1184,7 @@ def main(argv=None) -> int:
         res = _run_here(a.src, a.role, a.k, a.steps, a.batch, a.seed, a.chunk, a.prefix_cache,
                         a.image_prob, a.kernels, a.deps, drift=a.drift,
                         workaround=a.workaround, draft_eos_prob=a.draft_eos_prob,
-                        against_replay=a.against_replay)
+                        against_replay=a.against_replay, kv_scheduler=a.kv_scheduler)
     except HarnessError as e:
         if a.json:
             print(json.dumps({"error": str(e)}))

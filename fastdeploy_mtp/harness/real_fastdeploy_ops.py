@@ -470,6 +470,63 @@ def draft_model_postprocess(base_model_draft_tokens, base_model_seq_lens_this_ti
     return None
 
 
+def mtp_step_paddle(base_model_stop_flags, stop_flags, batch_drop, seq_lens_this_time,
+                    seq_lens_encoder, seq_lens_decoder, block_tables, encoder_block_lens,
+                    used_list_len, free_list, free_list_len, block_size, max_draft_tokens):
+    """speculate_decoding/draft_model/mtp_step_paddle.cu (9018ccf74 lines
+    17-160, the same file from ba915e03e to 2178f2829), the v0 scheduler's
+    draft blocks: a request the base model stopped, or one dropped, gives its
+    decode blocks back (lines 44-66); a running one whose next
+    ``max_draft_tokens + 1`` positions need a block not in its table asks
+    for one (lines 70-85); while more ask than are free, the request holding
+    the most decode blocks is dropped (``stop_flags``, ``batch_drop``, its
+    lengths 0, its blocks freed; lines 98-137); each asker not dropped gets
+    the free list's last block (lines 140-155). The kernel orders the askers
+    by atomics; here they go by row."""
+    base_stop = _np(base_model_stop_flags).reshape(-1)
+    stop, drop = _np(stop_flags).reshape(-1), _np(batch_drop).reshape(-1)
+    n, dec = _np(seq_lens_this_time).reshape(-1), _np(seq_lens_decoder).reshape(-1)
+    tables, enc_lens = _np(block_tables), _np(encoder_block_lens).reshape(-1)
+    used, free, free_len = (_np(used_list_len).reshape(-1), _np(free_list).reshape(-1),
+                            _np(free_list_len).reshape(-1))
+    rows, per_seq = n.shape[0], tables.shape[1]
+    for b in range(rows):
+        if (base_stop[b] or drop[b]) and used[b] > 0:
+            e, u = int(enc_lens[b]), int(used[b])
+            free[free_len[0]:free_len[0] + u] = tables[b, e:e + u]
+            tables[b, e:e + u] = -1
+            free_len[0] += u
+            enc_lens[b] = used[b] = 0
+    need = []
+    for b in range(rows):
+        idx = (int(dec[b]) + max_draft_tokens + 1) // block_size
+        if not base_stop[b] and not drop[b] and idx < per_seq and tables[b, idx] == -1:
+            need.append(b)
+    while len(need) > free_len[0]:
+        held = np.where(base_stop[:rows], 0, used[:rows])
+        victim = int(np.argmax(held))
+        if held[victim] == 0:
+            raise RuntimeError("mtp_step_paddle: blocks asked for and none to take back "
+                               "(the kernel would loop for ever)")
+        e, u = int(enc_lens[victim]), int(held[victim])
+        free[free_len[0]:free_len[0] + u] = tables[victim, e:e + u]
+        tables[victim, e:e + u] = -1
+        free_len[0] += u
+        stop[victim] = drop[victim] = True
+        n[victim] = dec[victim] = used[victim] = 0
+    for b in need:
+        if not drop[b]:
+            used[b] += 1
+            free_len[0] -= 1
+            tables[b, (int(dec[b]) + max_draft_tokens + 1) // block_size] = free[free_len[0]]
+    for t, a in ((stop_flags, stop), (batch_drop, drop), (seq_lens_this_time, n),
+                 (seq_lens_decoder, dec), (block_tables, tables),
+                 (encoder_block_lens, enc_lens), (used_list_len, used), (free_list, free),
+                 (free_list_len, free_len)):
+        _put(t, a)
+    return None
+
+
 # -- FastDeploy's two ops our plugin replaces ---------------------------------
 
 def _state(names, tensors):
@@ -559,7 +616,7 @@ def build_module(src: pathlib.Path, drift: bool = False):
                speculate_get_output_padding_offset, rebuild_padding, eagle_get_hidden_states,
                eagle_get_self_hidden_states, mtp_save_first_token, draft_model_postprocess,
                set_stop, custom_numpy_to_tensor, speculate_pre_process,
-               eagle_gather_hidden_states):
+               eagle_gather_hidden_states, mtp_step_paddle):
         setattr(mod, fn.__name__, fn)
     mod.eagle_get_hidden_states = make_eagle_get_hidden_states(src)
     update = make_draft_model_update(src)
