@@ -71,6 +71,8 @@ PLUGIN_DETECT = "fastdeploy_mtp/plugin/detect.py"
 PLUGIN_REPLACE = "fastdeploy_mtp/plugin/replace.py"
 PATCHES = "fastdeploy_mtp/plugin/patches/__init__.py"
 CHUNK_PATCH = "fastdeploy_mtp/plugin/patches/chunk_next_token.py"
+CHUNK_PATCH_V0 = "fastdeploy_mtp/plugin/patches/chunk_next_token_v0.py"
+REAL_OPS = "fastdeploy_mtp/harness/real_fastdeploy_ops.py"
 DOCTOR = "fastdeploy_mtp/doctor.py"
 REPRO = "fastdeploy_mtp/harness/reproduce.py"
 WITHOUT_FIX = "fastdeploy_mtp/harness/without_fix.py"
@@ -300,6 +302,22 @@ MUTATIONS = [
     Mutation("the chunk patch notes the prompt's last chunk too", CHUNK_PATCH,
              "    if end - start >= 1 and end < len(tokens):",
              "    if end - start >= 1 and end <= len(tokens):"),
+    Mutation("the v0 chunk patch notes a prompt's last chunk too", CHUNK_PATCH_V0,
+             "    if i >= len(chunks) - 1:", "    if i >= len(chunks):"),
+    Mutation("the v0 insert patch notes a decode node's request", CHUNK_PATCH_V0,
+             '    if info is not None and info.get("role") == "decode":', "    if False:"),
+    Mutation("the v0 insert patch notes without chunked prefill", CHUNK_PATCH_V0,
+             "            if self.cache_config.enable_chunked_prefill:", "            if True:"),
+    Mutation("the v0 chunk patch writes at the batch id, not its slot", CHUNK_PATCH_V0,
+             "            slot = index(task.idx) if index is not None else task.idx",
+             "            slot = task.idx"),
+    Mutation("the v0 patches are never installed", PATCHES,
+             "    return list(chunk_next_token.PATCHES) + list(chunk_next_token_v0.PATCHES)",
+             "    return list(chunk_next_token.PATCHES)"),
+    Mutation("mtp_step_paddle's model drops the holder of the fewest blocks", REAL_OPS,
+             "        victim = int(np.argmax(held))", "        victim = int(np.argmin(held))"),
+    Mutation("mtp_step_paddle's model hands out a block without taking it off the free list",
+             REAL_OPS, "            free_len[0] -= 1\n", ""),
     Mutation("the judge leaves a chunk's own prefill unchecked", SIM,
              "        ahead = set(node.chunks) if sub > 0 else set()",
              "        ahead = set(node.chunks)"),
@@ -1003,6 +1021,8 @@ NEAREST = {
     PLUGIN_REPLACE: ["tests/test_plugin.py", "tests/test_plugin_detection.py"],
     PATCHES: ["tests/test_patches.py", "tests/test_plugin.py"],
     CHUNK_PATCH: ["tests/test_patches.py", "tests/test_verdict.py"],
+    CHUNK_PATCH_V0: ["tests/test_patches.py"],
+    REAL_OPS: ["tests/test_real_fastdeploy_ops.py"],
     DOCTOR: ["tests/test_doctor.py"],
     REPRO: ["tests/test_reproduce.py", "tests/test_cli.py"],
     SIMFD: ["tests/test_sim_fastdeploy.py", "tests/test_sim_chunked.py", "tests/test_verdict.py"],

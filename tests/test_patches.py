@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from fastdeploy_mtp.plugin import patches
-from fastdeploy_mtp.plugin.patches import Patch, chunk_next_token, code_digest
+from fastdeploy_mtp.plugin.patches import Patch, chunk_next_token, chunk_next_token_v0, code_digest
 
 
 def function(source: str):
@@ -242,6 +242,150 @@ def test_the_wrappers_never_raise_into_fastdeploy(prefill_is, caplog):
     assert len(caplog.records) == 2 and all(r.levelname == "WARNING" for r in caplog.records)
 
 
+# --- The v0 scheduler's chunk path ----------------------------------------------
+
+def v0_request(idx, prompt, chunks, role=None, chunk_idx=0):
+    return types.SimpleNamespace(idx=idx, prompt_token_ids=list(prompt), prefill_chunk_info=chunks,
+                                 chunk_idx=chunk_idx,
+                                 disaggregate_info=None if role is None else {"role": role})
+
+
+def test_the_v0_insert_notes_its_first_chunk_unless_it_is_the_prompt_s_last():
+    prompt = [10 + j for j in range(20)]
+    first = chunk_next_token_v0.first_chunk
+    assert first(v0_request(0, prompt, [8, 8, 4])) == (7, 18)
+    assert first(v0_request(0, prompt, [20])) is None  # the whole prompt in one chunk
+    assert first(v0_request(0, prompt, None)) is None  # no chunks
+    assert first(v0_request(0, prompt, [8, 12], role="decode")) is None
+    assert first(v0_request(0, prompt, [8, 12], role="prefill")) == (7, 18)
+
+
+def test_a_v0_chunk_notes_its_next_token_unless_it_is_the_prompt_s_last():
+    prompt = [10 + j for j in range(20)]
+    later = chunk_next_token_v0.later_chunk
+    # chunk_idx is the chunk update_task_chunk_prefill sets up: [8, 16) is
+    # followed by the prompt's token 16; [16, 20) is the last; past it, the
+    # first decode.
+    assert later(v0_request(0, prompt, [8, 8, 4], chunk_idx=1)) == (7, 26)
+    assert later(v0_request(0, prompt, [3, 5, 12], chunk_idx=1)) == (4, 18)
+    assert later(v0_request(0, prompt, [8, 8, 4], chunk_idx=2)) is None
+    assert later(v0_request(0, prompt, [8, 8, 4], chunk_idx=3)) is None
+
+
+class _Inputs(dict):
+    """A proposer's buffers, by name as FastDeploy's code reads them."""
+
+
+class V0Proposer:
+    """FastDeploy's two v0 methods as they write the draft's inputs (mtp.py
+    9018ccf74 lines 654-665 and 1110-1128), and a preprocess that puts the
+    base model's sample at each prefill's last input (lines 204-213 of the
+    kernel)."""
+
+    def __init__(self, chunked=True, index=None):
+        self.model_inputs = _Inputs(input_ids=np.zeros((4, 24), np.int64),
+                                    seq_lens_encoder=np.zeros(4, np.int64))
+        if index is not None:  # a batch that may reorder (2178f2829)
+            self.model_inputs.get_index_by_batch_id = index
+        self.cache_config = types.SimpleNamespace(enable_chunked_prefill=chunked)
+
+    def insert_prefill_inputs(self, req_dicts, num_running_requests):
+        ids, enc = self.model_inputs["input_ids"], self.model_inputs["seq_lens_encoder"]
+        for r in req_dicts:
+            n = len(r.prompt_token_ids)
+            ids[r.idx, :n - 1] = r.prompt_token_ids[1:]
+            enc[r.idx] = r.prefill_chunk_info[0] if self.cache_config.enable_chunked_prefill else n
+        return "inserted"
+
+    def update_task_chunk_prefill(self, task):
+        ids, enc = self.model_inputs["input_ids"], self.model_inputs["seq_lens_encoder"]
+        index = getattr(self.model_inputs, "get_index_by_batch_id", None)
+        slot = index(task.idx) if index else task.idx
+        chunks, i = task.prefill_chunk_info, task.chunk_idx
+        start = sum(chunks[:i])
+        if i < len(chunks):
+            size = chunks[i] if i < len(chunks) - 1 else chunks[i] - 1
+            ids[slot, :size] = task.prompt_token_ids[start + 1:start + size + 1]
+            enc[slot] = chunks[i]
+        else:
+            enc[slot] = 0
+        return "updated"
+
+    def _prepare_inputs(self, hidden):
+        ids, enc = self.model_inputs["input_ids"], self.model_inputs["seq_lens_encoder"]
+        for b in np.nonzero(enc)[0]:
+            ids[b, enc[b] - 1] = -5
+        return "prepared"
+
+
+def _v0_wrapped():
+    insert = chunk_next_token_v0._wrap_insert(V0Proposer.insert_prefill_inputs)
+    update = chunk_next_token_v0._wrap_chunk(V0Proposer.update_task_chunk_prefill)
+    prepare = chunk_next_token._wrap_preprocess(V0Proposer._prepare_inputs)
+    return insert, update, prepare
+
+
+def test_each_v0_chunk_s_last_draft_input_is_the_prompt_s_next_token_after_the_preprocess():
+    """A 20-token prompt in chunks of 8, 8 and 4 through the wrapped methods,
+    in the runner's order (insert, preprocess; then per chunk: update,
+    preprocess): after each preprocess the chunk's inputs are the prompt's
+    next tokens, the last chunk's last input the base model's sample."""
+    prompt = list(range(100, 120))
+    insert, update, prepare = _v0_wrapped()
+    p = V0Proposer()
+    ids = p.model_inputs["input_ids"]
+    task = v0_request(2, prompt, [8, 8, 4])
+    assert insert(p, [task], 3) == "inserted"
+    assert prepare(p, None) == "prepared"
+    np.testing.assert_array_equal(ids[2, :8], prompt[1:9])
+    for i, (start, size) in enumerate([(8, 8), (16, 4)], start=1):
+        task.chunk_idx = i
+        assert update(p, task) == "updated"
+        assert prepare(p, None) == "prepared"
+        last = i == 2
+        want = prompt[start + 1:start + size + (0 if last else 1)] + ([-5] if last else [])
+        np.testing.assert_array_equal(ids[2, :size], want)
+    assert getattr(p, chunk_next_token.PENDING) == {}
+
+
+def test_the_v0_wrappers_note_nothing_without_chunks_and_follow_the_slot_index():
+    prompt = list(range(100, 120))
+    insert, update, prepare = _v0_wrapped()
+    p = V0Proposer(chunked=False)
+    insert(p, [v0_request(1, prompt, [8, 12])], 2)
+    assert getattr(p, chunk_next_token.PENDING, {}) == {}
+    q = V0Proposer(index=lambda idx: 3 - idx)  # the batch reordered (2178f2829)
+    update(q, v0_request(1, prompt, [8, 8, 4], chunk_idx=1))
+    assert getattr(q, chunk_next_token.PENDING) == {2: (7, 116)}
+
+
+def test_the_v0_wrappers_never_raise_into_fastdeploy(caplog):
+    class Broken:
+        cache_config = None  # no chunked-prefill switch to read
+        model_inputs = None
+
+        def insert_prefill_inputs(self, req_dicts, num_running_requests):
+            return "inserted"
+
+        def update_task_chunk_prefill(self, task):
+            return "updated"
+
+    b = Broken()
+    with caplog.at_level(logging.WARNING, logger="fastdeploy_mtp"):
+        assert chunk_next_token_v0._wrap_insert(Broken.insert_prefill_inputs)(
+            b, [v0_request(0, range(9), [4, 5])], 1) == "inserted"
+        assert chunk_next_token_v0._wrap_chunk(Broken.update_task_chunk_prefill)(
+            b, types.SimpleNamespace(idx=0)) == "updated"
+    assert [r.levelname for r in caplog.records] == ["WARNING", "WARNING"], caplog.records
+    assert getattr(b, chunk_next_token.PENDING, {}) == {}
+
+
+def test_the_v0_patches_go_with_the_forms_of_the_runners_that_call_them():
+    names = {p.name for p in patches._all() if "pr5738" in p.forms}
+    assert {"chunk-next-token-v0 (insert)", "chunk-next-token-v0 (chunk)"} <= names
+    assert not any("v0" in p.name for p in patches._all() if "shadow" in p.forms)
+
+
 # --- Against FastDeploy's own source --------------------------------------------
 
 SRC = os.environ.get("FASTDEPLOY_SRC", "")
@@ -272,7 +416,7 @@ def test_each_patch_fits_the_checkout_s_method_or_says_why_not():
     root = Path(SRC)
     assert (root / "fastdeploy").is_dir(), f"{SRC} is no FastDeploy tree"
     found = 0
-    for patch in chunk_next_token.PATCHES:
+    for patch in patches._all():
         path = root / (patch.module.replace(".", "/") + ".py")
         if not path.exists():
             continue
@@ -280,3 +424,9 @@ def test_each_patch_fits_the_checkout_s_method_or_says_why_not():
         if digest is not None and digest in patch.known:
             found += 1
     assert found >= 2, "neither the insert nor the preprocess method is one the patch was read at"
+    runner = (root / "fastdeploy" / "worker" / "gpu_model_runner.py").read_text()
+    if "update_task_chunk_prefill(" in runner:  # the runner calls the v0 chunk path
+        fits = [p.name for p in chunk_next_token_v0.PATCHES
+                if method_digest(root / "fastdeploy/spec_decode/mtp.py", p.owner, p.method)
+                in p.known]
+        assert len(fits) == 2, f"the v0 chunk path's methods are not the ones read: {fits}"

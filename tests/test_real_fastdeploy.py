@@ -155,6 +155,13 @@ def test_cli_says_in_one_line_what_is_missing(tmp_path):
     if lacking:
         cases.append((["--src", str(fake), "--deps", str(empty)],
                       f"FastDeploy's Python dependencies missing: {lacking[0]}"))
+    cases += [
+        (["--src", str(fake), "--kv-scheduler", "v0", "--role", "pd"],
+         "the v0 scheduler's runs are a mixed node's"),
+        (["--src", str(fake), "--kv-scheduler", "v0", "--image-prob", "0.5"],
+         "the v0 scheduler's runs are a mixed node's"),
+        (["--src", str(fake), "--kv-scheduler", "v0"], "has no v0 scheduler's chunk path"),
+    ]
     for args, text in cases:
         out = subprocess.run(mod + args, env=env, capture_output=True, text=True, timeout=120)
         assert out.returncode == 2, (args, out.stdout, out.stderr)
@@ -207,3 +214,32 @@ def test_the_replay_check_refuses_the_corrected_mode():
     are not those: one line, before anything runs."""
     with pytest.raises(real.HarnessError, match="FASTDEPLOY_MTP_MODE=exact"):
         _run(role="mixed", k=2, mode="corrected", against_replay=True)
+
+
+def _v0_path_skip():
+    runner = pathlib.Path(SRC or "") / "fastdeploy" / "worker" / "gpu_model_runner.py"
+    if runner.is_file() and "update_task_chunk_prefill(" not in runner.read_text():
+        pytest.skip("FastDeploy's runner at FASTDEPLOY_SRC never calls the v0 chunk path "
+                    "(97eee7567 retired the v0 scheduler)")
+
+
+@needs_tree
+@pytest.mark.parametrize("k,chunk,eos", [(1, 6, 0.0), (2, 8, 0.1), (3, 5, 0.0), (4, 7, 0.1)])
+def test_the_v0_chunk_path_with_the_plugin_is_exact(k, chunk, eos, monkeypatch):
+    """ENABLE_V1_KVCACHE_SCHEDULER=0 (a mixed node, text prompts, chunked
+    prefill): FastDeploy's own insert_prefill_inputs and
+    update_task_chunk_prefill, called by its runner's own insert and
+    _update_chunked_prefill, with the plugin in its default mode compute what
+    the cache-free oracle does. The same ops without the plugin's patches (a
+    form named by FASTDEPLOY_MTP_FORM applies none) feed a chunk's last draft
+    input the base model's sample: the drift the patches fix."""
+    _v0_path_skip()
+    kw = dict(role="mixed", k=k, chunk=chunk, draft_eos_prob=eos, kv_scheduler="v0",
+              steps=30, batch=4, seed=k)
+    ours = _run(mode="", **kw)
+    assert ours.kv_scheduler == "v0" and ours.tokens > 50 and ours.requests > 3, ours.line()
+    assert ours.disagreements == 0 and ours.total_violations == 0, (ours.line(), ours.first)
+    monkeypatch.setenv("FASTDEPLOY_MTP_FORM", "corrected_" + ours.forms["draft_model_preprocess"])
+    unpatched = _run(mode="", **kw)
+    assert unpatched.violations["tokens"] > 0 and unpatched.disagreements > 0, unpatched.line()
+    assert "the base model's token" in unpatched.first["tokens"]

@@ -48,9 +48,9 @@ def code_digest(function) -> str:
 
 
 def _all() -> List[Patch]:
-    from . import chunk_next_token
+    from . import chunk_next_token, chunk_next_token_v0
 
-    return list(chunk_next_token.PATCHES)
+    return list(chunk_next_token.PATCHES) + list(chunk_next_token_v0.PATCHES)
 
 
 def gate(patch: Patch, owner) -> Tuple[bool, str]:
