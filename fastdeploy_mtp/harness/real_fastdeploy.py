@@ -1,12 +1,15 @@
-"""FastDeploy's own MTP proposer and its model runner's insert, run on a CPU
-from a FastDeploy source tree (``FASTDEPLOY_SRC``), judged by the tiny draft
-model and its cache-free oracle.
+"""FastDeploy's own MTP proposer and its model runner's inserts, run on a
+CPU from a FastDeploy source tree (``FASTDEPLOY_SRC``), judged by the tiny
+draft model and its cache-free oracle.
 
 What runs is FastDeploy's code, unmodified: ``MTPProposer``'s
 ``insert_tasks_v1``, ``_init_model_inputs``, ``_prepare_inputs``,
 ``_propose_cuda``, ``_post_process``, ``_update_status`` and ``run``
 (``fastdeploy/spec_decode/mtp.py``), and ``GPUModelRunner.insert_tasks_v1``
-and ``_init_share_inputs`` (``fastdeploy/worker/gpu_model_runner.py``), with
+and ``_init_share_inputs`` (``fastdeploy/worker/gpu_model_runner.py``); with
+``kv_scheduler="v0"`` the v0 scheduler's path instead of the inserts
+(``GPUModelRunner.insert_prefill_inputs`` and ``_update_chunked_prefill``,
+``MTPProposer.insert_prefill_inputs`` and ``update_task_chunk_prefill``), with
 ``draft_model_preprocess`` and ``update_attn_mask_offsets`` from our plugin,
 loaded through FastDeploy's own plugin loader (``FD_PLUGINS=fastdeploy_mtp``,
 on importing ``fastdeploy.model_executor.models``), or with ``kernels=
