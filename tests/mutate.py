@@ -81,6 +81,7 @@ PYPROJECT = "pyproject.toml"
 SIMFD = "fastdeploy_mtp/harness/sim_fastdeploy.py"
 SIM_MODELS = "fastdeploy_mtp/harness/sim_models.py"
 VERDICT = "fastdeploy_mtp/harness/verdict.py"
+TABLES = "fastdeploy_mtp/harness/tables.py"
 TWIN = "fastdeploy_mtp/harness/replay_twin.py"
 LAUNCH = "custom_ops/launch_plan.cuh"
 # Python that runs on a GPU only (the loop replayed from CUDA graphs): its
@@ -849,10 +850,10 @@ MUTATIONS = [
     Mutation("the chunk reproducer exiting 0 on its drift", REPRO,
              '            print(line)\n        return 1\n    rep = reproduce(',
              '            print(line)\n        return 0\n    rep = reproduce('),
-    Mutation("verdict rows of another workload than the table's", VERDICT,
+    Mutation("verdict rows of another workload than the table's", TABLES,
              'WORKLOAD = dict(runner="fastdeploy", draft_model="tiny", image_prob=0.5)',
              'WORKLOAD = dict(runner="fastdeploy", draft_model="tiny", image_prob=0.25)'),
-    Mutation("verdict violations without their kinds", VERDICT,
+    Mutation("verdict violations without their kinds", TABLES,
              "    return f\"{mask + alignment} ({', '.join(kinds)})\"",
              "    return f\"{mask + alignment}\""),
     # -- the command line and the packaging -------------------------------------
@@ -1030,6 +1031,7 @@ NEAREST = {
                  "tests/test_sim_fastdeploy.py"],
     TWIN: ["tests/test_replay_twin.py"],
     VERDICT: ["tests/test_verdict.py"],
+    TABLES: ["tests/test_verdict.py"],
     SIGNATURE: ["tests/test_table_behaviour.py", "tests/test_bad_input.py"],
     MAIN: ["tests/test_cli.py", "tests/test_cli_limits.py"],
     SIM_CLI: ["tests/test_cli.py", "tests/test_cli_limits.py", "tests/test_simulator.py"],

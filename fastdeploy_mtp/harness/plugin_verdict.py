@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from typing import Dict
 
-from .verdict import WORKLOAD, counts, print_table, row_arguments, violations_cell
+from .tables import WORKLOAD, counts, print_table, row_arguments, violations_cell
 
 # The FastDeploy versions the plugin stands behind, by the form of their ops,
 # and the commit each form's runner is read at.
