@@ -7,9 +7,11 @@ would put in place and why, whether ``FD_PLUGINS`` names the plugin's entry
 point as FastDeploy reads it (split at commas, nothing trimmed), whether the
 entry point is installed, the op library (built for these sources or not,
 for which GPU archs, this GPU's among them, a compiler and nvcc to build it),
-and what that FastDeploy version's draft gets as shipped and with the plugin
-(the verdict with the plugin, docs/results.md). It changes nothing: no build,
-no op call, no FastDeploy method patched.
+what that FastDeploy version's draft gets as shipped and with the plugin
+(the verdict with the plugin, docs/results.md), and in the corrected mode
+whether each patch of FastDeploy's proposer fits its code (its source read,
+not imported). It changes nothing: no build, no op call, no FastDeploy
+method patched.
 
 Each finding is ``ok``, ``warn`` (the plugin works, but see the line) or
 ``fail`` (the plugin will not do what it is meant to). The exit code is 0
@@ -145,12 +147,28 @@ def _fastdeploy() -> List[Finding]:
         out.append(Finding("ok", "form", (
             f"{chosen} mode ({MODE_VARIABLE}): our {use} ops in place of FastDeploy's, "
             f"since {how}")))
+        if chosen == "corrected":
+            out += _patches(tuple(candidates), os.path.dirname(fastdeploy.__file__))
     verdict = SHIPPED.get(form)
     if verdict:
         out.append(Finding("ok" if chosen == "corrected" else "warn", "verdict", (
             f"as shipped, {verdict}; {WITH_PLUGIN}" + (
                 "" if chosen == "corrected" else f"; {MODE_VARIABLE}=exact keeps the drift"))))
     return out
+
+
+def _patches(forms, package: str) -> List[Finding]:
+    """Whether each patch of FastDeploy's proposer the plugin would install
+    fits FastDeploy's source here (read, not imported): ``ok`` where it
+    will apply, ``warn`` where FastDeploy's own method will stay."""
+    import logging
+    from pathlib import Path
+
+    from .plugin import patches
+
+    return [Finding("ok" if level == logging.INFO else "warn", "patch",
+                    line[len("patch "):] if line.startswith("patch ") else line)
+            for level, line in patches.check(forms, Path(package))]
 
 
 def _library() -> List[Finding]:

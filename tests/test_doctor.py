@@ -4,6 +4,7 @@ version, with FD_PLUGINS as a user may spell it. One finding a line, exit 0
 where the plugin will work as intended, 1 otherwise; --json for tools."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -133,3 +134,36 @@ def test_an_uninstalled_package_is_a_failed_finding_that_says_to_install_it(monk
     got = doctor._entry_point()
     assert got.status == "fail" and got.topic == "entry point", got
     assert "install the package in FastDeploy's environment" in got.line, got
+
+
+def test_the_corrected_mode_says_whether_each_patch_fits_fastdeploy_s_code():
+    """The stand-in's proposer is no FastDeploy method a patch was read at:
+    each patch is a warn line saying FastDeploy's own method stays (and the
+    plugin still works); the exact mode installs no patch and says none."""
+    doc, _ = findings(run("9018ccf74"))
+    lines = [f for f in doc["findings"] if f["topic"] == "patch"]
+    names = {f["line"].split(" will ")[0] for f in lines}
+    assert names == {"chunk-next-token (insert)", "chunk-next-token (preprocess)",
+                     "chunk-next-token-v0 (insert)", "chunk-next-token-v0 (chunk)"}, lines
+    assert all(f["status"] == "warn" and f["line"].endswith("FastDeploy's own method stays")
+               for f in lines), lines
+    assert doc["ok"]
+    doc, _ = findings(run("9018ccf74", mode="exact"))
+    assert not [f for f in doc["findings"] if f["topic"] == "patch"]
+
+
+SRC = os.environ.get("FASTDEPLOY_SRC", "")
+
+
+@pytest.mark.skipif(not SRC, reason="FASTDEPLOY_SRC names no FastDeploy checkout")
+def test_each_patch_of_the_checkout_s_form_fits_its_code():
+    """At a FastDeploy commit a patch was read at, the doctor says ok for
+    every patch the plugin would install there."""
+    from fastdeploy_mtp.plugin import patches
+
+    package = Path(SRC) / "fastdeploy"
+    forms = {f for p in patches._all() for f in p.forms}
+    fitting = {form: doctor._patches((form,), str(package)) for form in forms}
+    ok = [form for form, found in fitting.items()
+          if found and all(f.status == "ok" for f in found)]
+    assert ok, fitting

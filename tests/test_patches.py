@@ -156,6 +156,51 @@ def test_a_patch_of_runners_of_other_forms_is_not_installed():
         del sys.modules["fake_fastdeploy_module"]
 
 
+def fastdeploy_tree(tmp_path, method_source=ORIGINAL, owner="Proposer"):
+    """A FastDeploy package whose spec_decode/mtp.py defines `owner` with
+    `method_source` (a function ``f``) as its method, and fails if imported."""
+    package = tmp_path / "fastdeploy"
+    (package / "spec_decode").mkdir(parents=True)
+    body = textwrap.indent(textwrap.dedent(method_source), "    ")
+    (package / "spec_decode" / "mtp.py").write_text(
+        "raise SystemExit('imported')\n\n\nclass " + owner + ":\n" + body)
+    return package
+
+
+def source_patch(original, name="test-patch", module="fastdeploy.spec_decode.mtp"):
+    return Patch(name, module, "Proposer", "f", {code_digest(original): "abc1234"},
+                 lambda m: m, ("pr5738",))
+
+
+def test_a_method_s_digest_read_from_its_file_is_its_code_digest(tmp_path):
+    package = fastdeploy_tree(tmp_path)
+    path = package / "spec_decode" / "mtp.py"
+    assert patches.source_digest(path, "Proposer", "f") == code_digest(function(ORIGINAL))
+    assert patches.source_digest(path, "Proposer", "other") is None
+    assert patches.source_digest(path, "Other", "f") is None
+    assert patches.source_digest(package / "nothing.py", "Proposer", "f") is None
+
+
+def test_check_says_which_patches_fit_fastdeploy_s_source_without_importing_it(tmp_path):
+    fits = fastdeploy_tree(tmp_path / "a")
+    differs = fastdeploy_tree(tmp_path / "b", ORIGINAL.replace("y * 2", "y * 3"))
+    original = function(ORIGINAL)
+    # Two targets of one name: the second, in a module the tree lacks, is an
+    # alternative (one that fits is enough).
+    both = [source_patch(original), source_patch(original, module="fastdeploy.spec_decode.gone")]
+    assert patches.check(("pr5738",), fits, both) == [
+        (logging.INFO, "patch test-patch fits Proposer.f as at abc1234")]
+    (level, line), = patches.check(("pr5738",), differs, both)
+    assert level == logging.WARNING and "Proposer.f is code it was not written for" in line
+    assert line.endswith("FastDeploy's own method stays"), line
+    (level, line), = patches.check(("pr5738",), tmp_path / "none", both)
+    assert level == logging.WARNING and "its module is not there" in line
+    assert patches.check(("shadow",), fits, both) == []  # another form's runner
+    (level, line), = patches.check(("pr5738",), fastdeploy_tree(tmp_path / "c", "x = 1\n"),
+                                   both)
+    assert level == logging.WARNING and "Proposer.f is not there" in line
+
+
 # --- The chunk patch's rule ----------------------------------------------------
 
 class Prefill:
@@ -424,6 +469,11 @@ def test_each_patch_fits_the_checkout_s_method_or_says_why_not():
         if digest is not None and digest in patch.known:
             found += 1
     assert found >= 2, "neither the insert nor the preprocess method is one the patch was read at"
+    forms = {f for p in patches._all() for f in p.forms}
+    fitting = [line for form in sorted(forms)
+               for level, line in patches.check((form,), root / "fastdeploy")
+               if level == logging.INFO]
+    assert len(fitting) >= 2, "check finds none of the patches fitting the tree"
     runner = (root / "fastdeploy" / "worker" / "gpu_model_runner.py").read_text()
     if "update_task_chunk_prefill(" in runner:  # the runner calls the v0 chunk path
         fits = [p.name for p in chunk_next_token_v0.PATCHES

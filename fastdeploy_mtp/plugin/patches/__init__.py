@@ -27,6 +27,7 @@ import inspect
 import logging
 import sys
 import textwrap
+from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..log import first_line
@@ -38,13 +39,63 @@ def code_digest(function) -> str:
     (``ast.dump`` of its source, dedented): the same for a method whose
     comments, docstring-free layout or blank lines differ, another for any
     change of its code."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-    node = tree.body[0]
+    return _node_digest(ast.parse(textwrap.dedent(inspect.getsource(function))).body[0])
+
+
+def _node_digest(node) -> str:
     if (node.body and isinstance(node.body[0], ast.Expr)
             and isinstance(getattr(node.body[0], "value", None), ast.Constant)
             and isinstance(node.body[0].value.value, str)):
         node.body = node.body[1:]  # its docstring is words, not code
     return hashlib.sha256(ast.dump(node).encode()).hexdigest()[:16]
+
+
+def source_digest(path: Path, owner: str, method: str) -> Optional[str]:
+    """code_digest of `owner.method` as the Python file `path` defines it,
+    read without importing it; None where the file, the class or the method
+    is not there."""
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for cls in tree.body:
+        if isinstance(cls, ast.ClassDef) and cls.name == owner:
+            for fn in cls.body:
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == method:
+                    return _node_digest(fn)
+    return None
+
+
+def check(forms: Tuple[str, ...], package: Path,
+          patches: Optional[List[Patch]] = None) -> List[Tuple[int, str]]:
+    """What the patches of the runners of `forms` would do to FastDeploy's
+    source under `package` (the folder of its ``fastdeploy`` package), read
+    without importing it: one (level, line) a patch, INFO where a target of
+    it fits, else WARNING with each target's reason. `patches`: these
+    instead of every module's."""
+    by_name: Dict[str, List[Patch]] = {}
+    for patch in _all() if patches is None else patches:
+        if set(forms) & set(patch.forms):
+            by_name.setdefault(patch.name, []).append(patch)
+    lines: List[Tuple[int, str]] = []
+    for name, targets in by_name.items():
+        why = []
+        for patch in targets:
+            path = package.joinpath(*patch.module.split(".")[1:]).with_suffix(".py")
+            digest = source_digest(path, patch.owner, patch.method)
+            where = f"{patch.owner}.{patch.method}"
+            if digest in patch.known:
+                lines.append((logging.INFO, f"patch {name} fits {where} as at "
+                                            f"{patch.known[digest]}"))
+                break
+            if path.is_file():
+                why.append(f"{where} is not there" if digest is None else
+                           f"{where} is code it was not written for (digest {digest})")
+        else:
+            lines.append((logging.WARNING, f"patch {name} will not apply: "
+                                           f"{'; '.join(why) or 'its module is not there'}; "
+                                           "FastDeploy's own method stays"))
+    return lines
 
 
 def _all() -> List[Patch]:
