@@ -117,7 +117,7 @@ def test_with_the_plugin_fastdeploy_s_own_proposer_is_exact(role, k, chunk, pref
 
 
 @needs_tree
-def test_fastdeploys_int_kvcache_scheduler_v1_reaches_the_plugin():
+def test_fastdeploys_int_kvcache_scheduler_v1_reaches_the_plugin(tmp_path):
     """ba915e03e's proposer passes envs.ENABLE_V1_KVCACHE_SCHEDULER, an int,
     as the bool attribute kvcache_scheduler_v1 (mtp.py line 709 there). Run
     FastDeploy's proposer with that int handed to the plugin's op as is: the
@@ -129,7 +129,8 @@ def test_fastdeploys_int_kvcache_scheduler_v1_reaches_the_plugin():
     code = ("import fastdeploy.envs as e; import sys; "
             "sys.exit(0 if type(e.ENABLE_V1_KVCACHE_SCHEDULER) is int else 3)")
     probe = subprocess.run([sys.executable, "-c", code],
-                           env=child_env(SRC, DEPS, ENABLE_V1_KVCACHE_SCHEDULER="1"),
+                           env=child_env(SRC, DEPS, ENABLE_V1_KVCACHE_SCHEDULER="1",
+                                         FD_LOG_DIR=str(tmp_path)),
                            capture_output=True, text=True)
     assert probe.returncode == 0, "FastDeploy's ENABLE_V1_KVCACHE_SCHEDULER is not an int here"
     res = _run(role="mixed", k=2, kernels="ours", workaround=False)
