@@ -5,6 +5,7 @@ where the plugin will work as intended, 1 otherwise; --json for tools."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -142,7 +143,8 @@ def test_the_corrected_mode_says_whether_each_patch_fits_fastdeploy_s_code():
     plugin still works); the exact mode installs no patch and says none."""
     doc, _ = findings(run("9018ccf74"))
     lines = [f for f in doc["findings"] if f["topic"] == "patch"]
-    names = {f["line"].split(" will ")[0] for f in lines}
+    names = {re.match(r"(.+?) (will not apply|not applied): ", f["line"]).group(1)
+             for f in lines}
     assert names == {"chunk-next-token (insert)", "chunk-next-token (preprocess)",
                      "chunk-next-token-v0 (insert)", "chunk-next-token-v0 (chunk)"}, lines
     assert all(f["status"] == "warn" and f["line"].endswith("FastDeploy's own method stays")

@@ -6,6 +6,7 @@ checked against FastDeploy's source where FASTDEPLOY_SRC names a checkout
 tests skip."""
 
 import ast
+import dataclasses
 import logging
 import os
 import sys
@@ -201,6 +202,92 @@ def test_check_says_which_patches_fit_fastdeploy_s_source_without_importing_it(t
     assert level == logging.WARNING and "Proposer.f is not there" in line
 
 
+def test_a_patch_is_not_installed_without_the_patch_it_needs(tmp_path):
+    """A patch that notes what another writes: applied where the writer
+    applies, refused with a WARNING line where the writer is refused (its
+    notes would do nothing), by install and by check alike."""
+    writer_code, noter_code = function(ORIGINAL), function(ORIGINAL.replace("* 2", "* 5"))
+    digests = {"run": code_digest(writer_code), "note": code_digest(noter_code)}
+
+    def wrap(method):
+        return lambda self, x: method(self, x)
+
+    noter = Patch("noter", "fake_fastdeploy_module", "Proposer", "note",
+                  {digests["note"]: "abc1234"}, wrap, ("pr5738",), needs="writer")
+
+    def writer(fits):
+        return Patch("writer", "fake_fastdeploy_module", "Proposer", "run",
+                     {digests["run" if fits else "note"]: "abc1234"}, wrap, ("pr5738",))
+
+    for fits in (True, False):
+        module = types.ModuleType("fake_fastdeploy_module")
+        module.Proposer = type("Proposer", (), {"run": writer_code, "note": noter_code})
+        sys.modules["fake_fastdeploy_module"] = module
+        try:
+            w, n = writer(fits), dataclasses.replace(noter)
+            lines = patches.install(("pr5738",), patches=[n, w])  # the noter listed first
+        finally:
+            del sys.modules["fake_fastdeploy_module"]
+        assert [line.split(" ")[1] for _, line in lines] == ["writer", "noter"], lines
+        assert (lines[1][0] == logging.INFO) == fits, lines
+        assert (getattr(module.Proposer.note, "fastdeploy_mtp_patch", None) == "noter") == fits
+        if not fits:
+            assert lines[1][1] == ("patch noter not applied: it needs patch writer, which "
+                                   "does not apply; FastDeploy's own method stays")
+    package = tmp_path / "fastdeploy"
+    (package / "spec_decode").mkdir(parents=True)
+    source = textwrap.dedent(ORIGINAL).replace("def f(", "def run(") + \
+        textwrap.dedent(ORIGINAL.replace("* 2", "* 5")).replace("def f(", "def note(")
+    (package / "spec_decode" / "mtp.py").write_text(
+        "class Proposer:\n" + textwrap.indent(source, "    "))
+    for fits in (True, False):
+        w = dataclasses.replace(writer(fits), module="fastdeploy.spec_decode.mtp",
+                                known={patches.source_digest(
+                                    package / "spec_decode" / "mtp.py", "Proposer",
+                                    "run" if fits else "note"): "abc1234"})
+        n = dataclasses.replace(noter, module="fastdeploy.spec_decode.mtp",
+                                known={patches.source_digest(
+                                    package / "spec_decode" / "mtp.py", "Proposer",
+                                    "note"): "abc1234"})
+        lines = patches.check(("pr5738",), package, [n, w])
+        assert [level for level, _ in lines] == [logging.INFO if fits else logging.WARNING] * 2
+        assert fits or "it needs patch writer" in lines[1][1], lines
+
+
+def test_a_patch_waiting_for_its_module_is_refused_there_when_its_writer_is(tmp_path,
+                                                                             monkeypatch):
+    """Both in a module imported after install: the writer's gate fails as
+    the module is imported, and the noter is refused there, one WARNING line
+    each."""
+    package = tmp_path / "later_pair"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "proposer.py").write_text("class Proposer:\n" + textwrap.indent(
+        textwrap.dedent(ORIGINAL).replace("def f(", "def run(")
+        + textwrap.dedent(ORIGINAL).replace("def f(", "def note("), "    "))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    note_digest = patches.source_digest(package / "proposer.py", "Proposer", "note")
+    writer = Patch("writer", "later_pair.proposer", "Proposer", "run", {"0" * 16: "abc1234"},
+                   lambda m: m, ("pr5738",))
+    noter = Patch("noter", "later_pair.proposer", "Proposer", "note", {note_digest: "abc1234"},
+                  lambda m: m, ("pr5738",), needs="writer")
+    reported = []
+    before = list(sys.meta_path)
+    try:
+        lines = patches.install(("pr5738",), report=lambda lvl, ln: reported.append((lvl, ln)),
+                                patches=[noter, writer])
+        assert [lvl for lvl, _ in lines] == [logging.INFO, logging.INFO], lines  # both wait
+        import later_pair.proposer as proposer
+
+        assert not hasattr(proposer.Proposer.note, "fastdeploy_mtp_patch")
+        assert [lvl for lvl, _ in reported] == [logging.WARNING, logging.WARNING], reported
+        assert "it needs patch writer" in reported[1][1], reported
+    finally:
+        sys.meta_path[:] = before
+        for name in ("later_pair", "later_pair.proposer"):
+            sys.modules.pop(name, None)
+
+
 # --- The chunk patch's rule ----------------------------------------------------
 
 class Prefill:
@@ -300,6 +387,10 @@ def test_the_v0_insert_notes_its_first_chunk_unless_it_is_the_prompt_s_last():
     first = chunk_next_token_v0.first_chunk
     assert first(v0_request(0, prompt, [8, 8, 4])) == (7, 18)
     assert first(v0_request(0, prompt, [20])) is None  # the whole prompt in one chunk
+    # A list of one chunk short of the prompt: FastDeploy's runner decodes
+    # after it (gpu_model_runner.py 9018ccf74 line 2078), from the base
+    # model's sample, which stays.
+    assert first(v0_request(0, prompt, [8])) is None
     assert first(v0_request(0, prompt, None)) is None  # no chunks
     assert first(v0_request(0, prompt, [8, 12], role="decode")) is None
     assert first(v0_request(0, prompt, [8, 12], role="prefill")) == (7, 18)
@@ -399,7 +490,11 @@ def test_the_v0_wrappers_note_nothing_without_chunks_and_follow_the_slot_index()
     p = V0Proposer(chunked=False)
     insert(p, [v0_request(1, prompt, [8, 12])], 2)
     assert getattr(p, chunk_next_token.PENDING, {}) == {}
-    q = V0Proposer(index=lambda idx: 3 - idx)  # the batch reordered (2178f2829)
+    p = V0Proposer()
+    setattr(p, chunk_next_token.PENDING, {1: (3, 7), 2: (5, 9)})
+    insert(p, [v0_request(1, prompt, [20])], 2)  # a new request in slot 1
+    assert getattr(p, chunk_next_token.PENDING) == {2: (5, 9)}
+    q = V0Proposer(index=lambda idx: 3 - idx)  # a batch whose rows are not its ids
     update(q, v0_request(1, prompt, [8, 8, 4], chunk_idx=1))
     assert getattr(q, chunk_next_token.PENDING) == {2: (7, 116)}
 
@@ -480,3 +575,6 @@ def test_each_patch_fits_the_checkout_s_method_or_says_why_not():
                 if method_digest(root / "fastdeploy/spec_decode/mtp.py", p.owner, p.method)
                 in p.known]
         assert len(fits) == 2, f"the v0 chunk path's methods are not the ones read: {fits}"
+        # ... and the preprocess method that writes their notes back.
+        lines = patches.check(("pr5738",), root / "fastdeploy")
+        assert len(lines) == 4 and all(level == logging.INFO for level, _ in lines), lines

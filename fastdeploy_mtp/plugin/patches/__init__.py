@@ -73,12 +73,13 @@ def check(forms: Tuple[str, ...], package: Path,
     without importing it: one (level, line) a patch, INFO where a target of
     it fits, else WARNING with each target's reason. `patches`: these
     instead of every module's."""
-    by_name: Dict[str, List[Patch]] = {}
-    for patch in _all() if patches is None else patches:
-        if set(forms) & set(patch.forms):
-            by_name.setdefault(patch.name, []).append(patch)
+    by_name = _by_name(forms, patches)
     lines: List[Tuple[int, str]] = []
+    fits = set()
     for name, targets in by_name.items():
+        if targets[0].needs and targets[0].needs not in fits:
+            lines.append((logging.WARNING, targets[0].refused()))
+            continue
         why = []
         for patch in targets:
             path = package.joinpath(*patch.module.split(".")[1:]).with_suffix(".py")
@@ -87,6 +88,7 @@ def check(forms: Tuple[str, ...], package: Path,
             if digest in patch.known:
                 lines.append((logging.INFO, f"patch {name} fits {where} as at "
                                             f"{patch.known[digest]}"))
+                fits.add(name)
                 break
             if path.is_file():
                 why.append(f"{where} is not there" if digest is None else
@@ -102,6 +104,20 @@ def _all() -> List[Patch]:
     from . import chunk_next_token, chunk_next_token_v0
 
     return list(chunk_next_token.PATCHES) + list(chunk_next_token_v0.PATCHES)
+
+
+def _by_name(forms, patches: Optional[List[Patch]]) -> Dict[str, List[Patch]]:
+    """The patches of the runners of `forms`, by name (the targets of one
+    name are alternatives), those another needs before it."""
+    by_name: Dict[str, List[Patch]] = {}
+    for patch in _all() if patches is None else patches:
+        if set(forms) & set(patch.forms):
+            by_name.setdefault(patch.name, []).append(patch)
+    for targets in by_name.values():
+        for patch in targets:
+            patch.group = targets
+            patch.needed = by_name.get(patch.needs, [])
+    return dict(sorted(by_name.items(), key=lambda item: bool(item[1][0].needs)))
 
 
 def gate(patch: Patch, owner) -> Tuple[bool, str]:
@@ -176,6 +192,10 @@ class _PatchingLoader(importlib.abc.Loader):
         self.loader.exec_module(module)
         for patch in self.patches:
             patch.waiting = False
+            if not patch.needs_met():
+                if not patch.other_applied():
+                    self.report(logging.WARNING, patch.refused())
+                continue
             try:
                 level, line = apply(patch, module)
             except Exception as e:  # never a failed import of FastDeploy's module
@@ -198,15 +218,14 @@ def install(forms: Tuple[str, ...], report: Optional[Callable[[int, str], None]]
     report = report or say
     lines: List[Tuple[int, str]] = []
     waiting: Dict[str, List[Patch]] = {}
-    by_name: Dict[str, List[Patch]] = {}
-    for patch in _all() if patches is None else patches:
-        if set(forms) & set(patch.forms):
-            by_name.setdefault(patch.name, []).append(patch)
+    by_name = _by_name(forms, patches)
     for name, targets in by_name.items():
+        if not targets[0].needs_met():
+            lines.append((logging.WARNING, targets[0].refused()))
+            continue
         done: List[Tuple[int, str]] = []
         waits = []
         for patch in targets:
-            patch.group = targets
             module = sys.modules.get(patch.module)
             if module is None:
                 waits.append(patch)

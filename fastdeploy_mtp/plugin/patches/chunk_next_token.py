@@ -139,6 +139,8 @@ def _wrap_preprocess(original):
 
 _FORMS = ("pr5245", "pr5738", "pr6403", "shadow")
 MTP = "fastdeploy.spec_decode.mtp"
+# What writes the noted tokens: without it a note does nothing.
+WRITER = "chunk-next-token (preprocess)"
 
 PATCHES = (
     Patch("chunk-next-token (insert)", MTP, "MTPProposer", "insert_tasks_v1",
@@ -149,9 +151,10 @@ PATCHES = (
            "e3c3258e7cde8641": "7a6c28781",
            "4fc17938c9b5e203": "c29e86fc9",
            "60c3934eba5bc6f9": "dad5a432a"},
-          _wrap_insert, _FORMS),
+          _wrap_insert, _FORMS, needs=WRITER),
     Patch("chunk-next-token (preprocess)", MTP, "MTPProposer", "_prepare_inputs",
           {"319a0a1adbb2a383": "ba915e03e",
+           "6c56ea6daaced338": "9f4977eb7 to e1a9b282e",
            "d230518a6b50bebc": "9018ccf74, dcb0ccede, 2178f2829"},
           _wrap_preprocess, ("pr5245", "pr5738", "pr6403")),
     Patch("chunk-next-token (preprocess)", MTP, "MTPProposer", "_prepare_inputs_cuda",

@@ -15,7 +15,7 @@ Why: the v0 engine splits a prompt into chunks (``prefill_chunk_info``,
 ``common_engine.py`` 9018ccf74 lines 552-603). The first reaches the
 proposer's ``insert_prefill_inputs``, which gives the draft the whole prompt
 shifted by one (``mtp.py`` 9018ccf74 lines 654-657) and the first chunk's
-length as ``seq_lens_encoder`` (lines 662-665); each later one reaches
+length as ``seq_lens_encoder`` (lines 663-665); each later one reaches
 ``update_task_chunk_prefill``, which gives it the chunk shifted by one, the
 next chunk's first token included (lines 1116-1120), and the chunk's length
 as ``seq_lens_encoder`` (line 1128). Both write the right token at the
@@ -30,12 +30,14 @@ How: after FastDeploy's method ran, its wrapper notes the cell it wrote for
 a chunk that is not the prompt's last: the slot (as the method computes it),
 the column ``size - 1`` and ``prompt_token_ids[start + size]``, the token
 FastDeploy wrote there. The insert's chunk is the first
-(``prefill_chunk_info[0]``, start 0), with chunked prefill on and off a
-decode node; ``update_task_chunk_prefill``'s is ``prefill_chunk_info
-[chunk_idx]``, start the sum of the ones before it, a chunk but the last
-(FastDeploy's own test, line 1116). The preprocess method's wrapper writes
-the noted tokens after FastDeploy's preprocess ran. The base model's tokens
-are never touched.
+(``prefill_chunk_info[0]``, start 0), with chunked prefill on, off a decode
+node, where more chunks follow; ``update_task_chunk_prefill``'s is
+``prefill_chunk_info[chunk_idx]``, start the sum of the ones before it, a
+chunk but the last (FastDeploy's own test, line 1117; its runner goes to
+the decode after the last chunk of the list, ``gpu_model_runner.py`` line
+2078). An insert forgets what was noted for its slots before. The
+preprocess method's wrapper writes the noted tokens after FastDeploy's
+preprocess ran. The base model's tokens are never touched.
 
 What FastDeploy would have to change for it to go: have the preprocess place
 the base model's token only at a prompt's last chunk (a flag these two
@@ -52,19 +54,19 @@ import logging
 from typing import Dict, Optional, Tuple
 
 from ..log import first_line, say
-from .chunk_next_token import PENDING, chunk_next_token
+from .chunk_next_token import PENDING, WRITER, chunk_next_token
 from .patch import Patch
 
 
 def first_chunk(request) -> Optional[Tuple[int, int]]:
-    """(column, token) of the first chunk's last draft input where that chunk
-    is not the prompt's last; None where it is, or the request has no chunks
-    (``prefill_chunk_info`` unset) or is a decode node's."""
+    """(column, token) of the first chunk's last draft input where more
+    chunks follow it; None where it is the list's only one, or the request
+    has no chunks (``prefill_chunk_info`` unset) or is a decode node's."""
     info = getattr(request, "disaggregate_info", None)
     if info is not None and info.get("role") == "decode":
         return None
     chunks = getattr(request, "prefill_chunk_info", None)
-    if not chunks:
+    if not chunks or len(chunks) < 2:
         return None
     return chunk_next_token(0, int(chunks[0]), list(request.prompt_token_ids))
 
@@ -93,8 +95,11 @@ def _wrap_insert(original):
     def insert_prefill_inputs(self, req_dicts, *args, **kwargs):
         result = original(self, req_dicts, *args, **kwargs)
         try:
-            if self.cache_config.enable_chunked_prefill:
-                for request in req_dicts:
+            pending = getattr(self, PENDING, None)
+            for request in req_dicts:
+                if pending:  # a note of the slot's earlier request is not this one's
+                    pending.pop(int(request.idx), None)
+                if self.cache_config.enable_chunked_prefill:
                     _note(self, request.idx, first_chunk(request))
         except Exception as e:  # FastDeploy's insert stands as it ran
             say(logging.WARNING, f"patch chunk-next-token-v0 could not note an insert "
@@ -128,9 +133,9 @@ PATCHES = (
     Patch("chunk-next-token-v0 (insert)", MTP, "MTPProposer", "insert_prefill_inputs",
           {"986051de3a7af1b4": "ba915e03e, 9018ccf74, dcb0ccede",
            "0ee27fadb8af87dd": "2178f2829"},
-          _wrap_insert, _FORMS),
+          _wrap_insert, _FORMS, needs=WRITER),
     Patch("chunk-next-token-v0 (chunk)", MTP, "MTPProposer", "update_task_chunk_prefill",
           {"a1889bb5b83e52bb": "ba915e03e, 9018ccf74, dcb0ccede",
            "37bc50d77e85c582": "2178f2829"},
-          _wrap_chunk, _FORMS),
+          _wrap_chunk, _FORMS, needs=WRITER),
 )
