@@ -244,3 +244,16 @@ def test_the_v0_chunk_path_with_the_plugin_is_exact(k, chunk, eos, monkeypatch):
     unpatched = _run(mode="", **kw)
     assert unpatched.violations["tokens"] > 0 and unpatched.disagreements > 0, unpatched.line()
     assert "the base model's token" in unpatched.first["tokens"]
+
+
+@needs_tree
+def test_on_the_v0_path_our_exact_ops_give_fastdeploys_trace():
+    """The v0 scheduler's path with the plugin in exact mode and with
+    FastDeploy's own kernels (modelled): every forward and every buffer after
+    every step byte-identical, chunks and early-ending drafts included."""
+    _v0_path_skip()
+    kw = dict(role="mixed", k=3, chunk=5, draft_eos_prob=0.1, kv_scheduler="v0")
+    ours, theirs = _run(kernels="ours", **kw), _run(kernels="fastdeploy", **kw)
+    assert ours.tokens > 50 and ours.kv_scheduler == "v0", ours.line()
+    assert len(ours.trace) == len(theirs.trace) > 0 and ours.trace == theirs.trace, \
+        (ours.line(), theirs.line())

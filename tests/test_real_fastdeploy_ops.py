@@ -1,7 +1,7 @@
 """The harness's models of FastDeploy's compiled ops that no FastDeploy tree
 is needed to check (fastdeploy_mtp.harness.real_fastdeploy_ops): the v0
 scheduler's draft block step, ``mtp_step_paddle``
-(speculate_decoding/draft_model/mtp_step_paddle.cu, 9018ccf74 lines 17-160)."""
+(speculate_decoding/draft_model/mtp_step_paddle.cu, 9018ccf74 lines 16-156)."""
 
 import numpy as np
 import pytest

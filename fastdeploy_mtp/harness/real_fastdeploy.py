@@ -916,8 +916,10 @@ class Node:
         (or its first decode) for the next step and calls the proposer's
         ``update_task_chunk_prefill`` (gpu_model_runner.py 9018ccf74 lines
         2057-2119, called at line 2572 after the proposer's run). Its
-        ``step_cuda`` (line 2564) only hands out and frees KV blocks, which
-        the harness's fixed block tables need not."""
+        ``step_cuda`` (line 2564) is left out: it hands out and frees KV
+        blocks, and where they run out it preempts requests and later
+        recovers them, which the harness's fixed tables of four 64-token
+        blocks a request never need."""
         new = []
         for b, req in sorted(self.live.items()):
             if "task" in req:

@@ -473,15 +473,16 @@ def draft_model_postprocess(base_model_draft_tokens, base_model_seq_lens_this_ti
 def mtp_step_paddle(base_model_stop_flags, stop_flags, batch_drop, seq_lens_this_time,
                     seq_lens_encoder, seq_lens_decoder, block_tables, encoder_block_lens,
                     used_list_len, free_list, free_list_len, block_size, max_draft_tokens):
-    """speculate_decoding/draft_model/mtp_step_paddle.cu (9018ccf74 lines
-    17-160, the same file from ba915e03e to 2178f2829), the v0 scheduler's
-    draft blocks: a request the base model stopped, or one dropped, gives its
-    decode blocks back (lines 44-66); a running one whose next
-    ``max_draft_tokens + 1`` positions need a block not in its table asks
-    for one (lines 70-85); while more ask than are free, the request holding
-    the most decode blocks is dropped (``stop_flags``, ``batch_drop``, its
-    lengths 0, its blocks freed; lines 98-137); each asker not dropped gets
-    the free list's last block (lines 140-155). The kernel orders the askers
+    """speculate_decoding/draft_model/mtp_step_paddle.cu (9018ccf74: the
+    kernel at lines 16-156, launched at 158-200; the same file from
+    ba915e03e to 2178f2829), the v0 scheduler's draft blocks: a request the
+    base model stopped, or one dropped, gives its decode blocks back (lines
+    46-69); a running one whose next ``max_draft_tokens + 1`` positions need
+    a block not in its table asks for one (lines 73-90); while more ask than
+    are free, the request holding the most decode blocks is dropped
+    (``stop_flags``, ``batch_drop``, its lengths 0, its blocks freed; lines
+    98-138); each asker not dropped gets the free list's last block (lines
+    140-155). The kernel orders the askers
     by atomics; here they go by row."""
     base_stop = _np(base_model_stop_flags).reshape(-1)
     stop, drop = _np(stop_flags).reshape(-1), _np(batch_drop).reshape(-1)
